@@ -1,0 +1,16 @@
+// Package provider is orderd's vocabulary for the payment provider: the wire
+// types of every resource in the provider's API (orders, transactions,
+// money, requisites, balances, the response envelope and its errors), an
+// HTTP client with a method per endpoint, and verification of the
+// provider's signed webhooks.
+//
+// Money is exact: amounts are decimal.Decimal parsed from numeric strings and
+// written back as strings, never through float64. Unknown fields and enum
+// values are kept, because the provider's list of values is only what has
+// been seen so far.
+//
+// Outcomes are classified so callers can branch: a decoded error envelope is
+// a definite *Error; anything else that goes wrong (transport fault, timeout,
+// non-200 status, undecodable body) wraps ErrInDoubt, which for a create call
+// means the order may or may not exist and get-status must settle it.
+package provider

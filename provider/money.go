@@ -1,0 +1,142 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/shopspring/decimal"
+)
+
+// Money is an exact amount in one currency. Amounts travel as numeric strings
+// ("5", "0.10") and are never converted to floating point.
+type Money struct {
+	Amount   decimal.Decimal
+	Currency string
+}
+
+// NewMoney parses amount as an exact decimal and lowercases currency.
+func NewMoney(amount, currency string) (Money, error) {
+	d, err := ParseAmount(amount)
+	if err != nil {
+		return Money{}, err
+	}
+	return Money{Amount: d, Currency: strings.ToLower(currency)}, nil
+}
+
+// MustMoney is NewMoney for constants in tests and examples; it panics on a bad amount.
+func MustMoney(amount, currency string) Money {
+	m, err := NewMoney(amount, currency)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// ParseAmount parses a numeric string as an exact decimal. It accepts only
+// plain decimal notation (optional sign, digits, optional fraction), which is
+// what the provider writes; exponents, NaN and empty strings are errors.
+func ParseAmount(s string) (decimal.Decimal, error) {
+	if !isPlainDecimal(s) {
+		return decimal.Decimal{}, fmt.Errorf("amount %q is not a decimal number", s)
+	}
+	return decimal.NewFromString(s)
+}
+
+func isPlainDecimal(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	i := 0
+	if s[0] == '-' || s[0] == '+' {
+		i++
+	}
+	digits, dot := 0, false
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return digits > 0 && s[len(s)-1] != '.' && s[0] != '.'
+}
+
+// FormatAmount writes d the way the provider writes amounts: plain decimal
+// notation keeping the scale it was parsed with, so "0.10" stays "0.10".
+func FormatAmount(d decimal.Decimal) string {
+	if exp := d.Exponent(); exp < 0 {
+		return d.StringFixed(-exp)
+	}
+	return d.String()
+}
+
+// NormalizeAmount writes d without trailing fractional zeros, so that "5" and
+// "5.00" have one canonical form. It is used for fingerprints and comparisons.
+func NormalizeAmount(d decimal.Decimal) string {
+	return d.String()
+}
+
+// String returns "<amount> <currency>".
+func (m Money) String() string { return FormatAmount(m.Amount) + " " + m.Currency }
+
+// Equal reports whether m and o are the same amount in the same currency,
+// whatever their scale.
+func (m Money) Equal(o Money) bool {
+	return m.Currency == o.Currency && m.Amount.Equal(o.Amount)
+}
+
+type moneyJSON struct {
+	Amount   json.RawMessage `json:"amount"`
+	Currency string          `json:"currency"`
+}
+
+// MarshalJSON writes {"amount":"<numeric string>","currency":"<ccy>"}.
+func (m Money) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"amount":"`)
+	b.WriteString(FormatAmount(m.Amount))
+	b.WriteString(`","currency":`)
+	c, err := json.Marshal(m.Currency)
+	if err != nil {
+		return nil, err
+	}
+	b.Write(c)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads a Money object. The amount must be a JSON string holding
+// a plain decimal; a JSON number is refused so that no amount ever passes
+// through floating point.
+func (m *Money) UnmarshalJSON(data []byte) error {
+	var raw moneyJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("money: %w", err)
+	}
+	var s string
+	if err := json.Unmarshal(raw.Amount, &s); err != nil {
+		return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
+	}
+	d, err := ParseAmount(s)
+	if err != nil {
+		return fmt.Errorf("money: %w", err)
+	}
+	m.Amount = d
+	m.Currency = strings.ToLower(raw.Currency)
+	return nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 32 {
+		return string(b[:32]) + "…"
+	}
+	if len(b) == 0 {
+		return "nothing"
+	}
+	return string(b)
+}

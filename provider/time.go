@@ -1,0 +1,65 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Time is a provider timestamp. The provider writes ISO 8601 with either a
+// "Z" suffix or a "+00:00" offset; both parse. It marshals back in RFC 3339
+// with nanoseconds in UTC. The zero Time marshals as null.
+type Time struct {
+	time.Time
+}
+
+// timeLayouts are tried in order. RFC 3339 covers "Z" and "+00:00" with or
+// without fractional seconds; the others cover timestamps without a zone,
+// which are read as UTC.
+var timeLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+}
+
+// ParseTime parses a provider timestamp.
+func ParseTime(s string) (Time, error) {
+	for _, layout := range timeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return Time{t.UTC()}, nil
+		}
+	}
+	return Time{}, fmt.Errorf("timestamp %q is not ISO 8601", s)
+}
+
+// MarshalJSON writes the time in RFC 3339 UTC, or null when zero.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+}
+
+// UnmarshalJSON reads a timestamp string or null.
+func (t *Time) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(data, []byte("null")) {
+		*t = Time{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("timestamp must be a string, got %s", truncate(data))
+	}
+	if s == "" {
+		*t = Time{}
+		return nil
+	}
+	p, err := ParseTime(s)
+	if err != nil {
+		return err
+	}
+	*t = p
+	return nil
+}

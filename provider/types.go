@@ -1,0 +1,274 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Status is an order or transaction status. The spec lists the values it has
+// seen; any other value is kept verbatim rather than rejected.
+type Status string
+
+// Statuses the spec shows.
+const (
+	StatusNew        Status = "new"
+	StatusProcessing Status = "processing"
+	StatusCompleted  Status = "completed"
+	StatusRejected   Status = "rejected"
+)
+
+// IsFinal reports whether s is a final status: completed or rejected.
+func (s Status) IsFinal() bool { return s == StatusCompleted || s == StatusRejected }
+
+// OrderType is an order's type. Values seen: payin, payout.
+type OrderType string
+
+// Order types the spec shows.
+const (
+	TypePayin  OrderType = "payin"
+	TypePayout OrderType = "payout"
+)
+
+// Order is the provider's order resource: the data of get-status, the body
+// of a webhook, and (partly filled) the data of a create response.
+//
+// Fields the spec does not name are kept in Extra and written back by
+// MarshalJSON, so nothing the provider sends is dropped.
+type Order struct {
+	ID                   string             `json:"id"`
+	MerchantOrderID      string             `json:"merchantOrderId"`
+	Type                 OrderType          `json:"type"`
+	CreatedAt            Time               `json:"createdAt"`
+	Status               Status             `json:"status"`
+	RejectReason         *string            `json:"rejectReason"`
+	MerchantSourceWallet *Money             `json:"merchantSourceWallet"`
+	MerchantTargetWallet *Money             `json:"merchantTargetWallet"`
+	Transactions         []Transaction      `json:"transactions"`
+	Auth                 *Auth              `json:"auth,omitempty"`
+	RefundTransaction    *RefundTransaction `json:"refundTransaction,omitempty"`
+
+	// Extra holds the fields this package does not know, verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Transaction is one movement inside an order. Refund transactions appear
+// here too, with Amount instead of Authorized/MerchantWallet.
+type Transaction struct {
+	ID               string          `json:"id"`
+	Type             string          `json:"type"`
+	Status           Status          `json:"status"`
+	Authorized       *Money          `json:"authorized,omitempty"`
+	MerchantWallet   *Money          `json:"merchantWallet,omitempty"`
+	Amount           *Money          `json:"amount,omitempty"`
+	CounterpartyInfo json.RawMessage `json:"counterpartyInfo,omitempty"`
+	PaymentInfo      json.RawMessage `json:"paymentInfo,omitempty"`
+	CreatedAt        Time            `json:"createdAt"`
+	CompletedAt      Time            `json:"completedAt"`
+	RejectReason     *string         `json:"rejectReason"`
+
+	// Extra holds the fields this package does not know, verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// RefundTransaction is the refund created by refund/create.
+type RefundTransaction struct {
+	ID        string `json:"id"`
+	Status    Status `json:"status"`
+	Type      string `json:"type"`
+	Amount    Money  `json:"amount"`
+	CreatedAt Time   `json:"createdAt"`
+}
+
+// Auth tells what the customer must do to pay.
+type Auth struct {
+	Type        string `json:"type"`
+	RedirectURL string `json:"redirectUrl,omitempty"`
+	Code        string `json:"code,omitempty"`
+	ExpiresAt   Time   `json:"expiresAt"`
+}
+
+// Requisite is a long-lived deposit destination for one client.
+type Requisite struct {
+	ID        string         `json:"id"`
+	Requisite RequisiteValue `json:"requisite"`
+	ExpiresAt Time           `json:"expiresAt"`
+	MinAmount string         `json:"minAmount"`
+}
+
+// RequisiteValue is the destination the merchant shows to the client.
+type RequisiteValue struct {
+	Clabe     string  `json:"clabe"`
+	Reference *string `json:"reference"`
+	Type      string  `json:"type"`
+}
+
+// Balance is the available amount in one currency.
+type Balance struct {
+	Currency string `json:"currency"`
+	Amount   string `json:"amount"`
+}
+
+// Money returns the balance as Money.
+func (b Balance) Money() (Money, error) { return NewMoney(b.Amount, b.Currency) }
+
+// Envelope is the shape of every provider response.
+type Envelope struct {
+	Data  json.RawMessage `json:"data"`
+	Error *Error          `json:"error"`
+}
+
+// ValidationError names one field the provider refused and why.
+type ValidationError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Error is a definite error answer from the provider: HTTP 200 with an
+// envelope whose error is set. The request had no effect beyond what the
+// code says.
+type Error struct {
+	Code             Code              `json:"code"`
+	ValidationErrors []ValidationError `json:"validationErrors"`
+}
+
+func (e *Error) Error() string {
+	if len(e.ValidationErrors) == 0 {
+		return "provider: " + string(e.Code)
+	}
+	var b bytes.Buffer
+	b.WriteString("provider: ")
+	b.WriteString(string(e.Code))
+	for i, v := range e.ValidationErrors {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", v.Field, v.Message)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, &Error{Code: X}) match any *Error with code X.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// ErrorCode returns the provider code carried by err, or "" when err is not a
+// definite provider error.
+func ErrorCode(err error) Code {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// orderKnown lists the JSON keys Order decodes itself.
+var orderKnown = []string{"id", "merchantOrderId", "type", "createdAt", "status", "rejectReason",
+	"merchantSourceWallet", "merchantTargetWallet", "transactions", "auth", "refundTransaction"}
+
+var transactionKnown = []string{"id", "type", "status", "authorized", "merchantWallet", "amount",
+	"counterpartyInfo", "paymentInfo", "createdAt", "completedAt", "rejectReason"}
+
+// UnmarshalJSON decodes an order and keeps unknown fields in Extra.
+func (o *Order) UnmarshalJSON(data []byte) error {
+	type plain Order
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	extra, err := extraFields(data, orderKnown)
+	if err != nil {
+		return err
+	}
+	p.Extra = extra
+	*o = Order(p)
+	return nil
+}
+
+// MarshalJSON encodes the order with its unknown fields.
+func (o Order) MarshalJSON() ([]byte, error) {
+	type plain Order
+	return withExtra(plain(o), o.Extra)
+}
+
+// UnmarshalJSON decodes a transaction and keeps unknown fields in Extra.
+func (t *Transaction) UnmarshalJSON(data []byte) error {
+	type plain Transaction
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	extra, err := extraFields(data, transactionKnown)
+	if err != nil {
+		return err
+	}
+	p.Extra = extra
+	*t = Transaction(p)
+	return nil
+}
+
+// MarshalJSON encodes the transaction with its unknown fields.
+func (t Transaction) MarshalJSON() ([]byte, error) {
+	type plain Transaction
+	return withExtra(plain(t), t.Extra)
+}
+
+func extraFields(data []byte, known []string) (map[string]json.RawMessage, error) {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, err
+	}
+	for _, k := range known {
+		delete(all, k)
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	return all, nil
+}
+
+func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if _, ok := all[k]; !ok {
+			all[k] = v
+		}
+	}
+	return json.Marshal(all)
+}
+
+// ErrInvalidOrder is returned by DecodeOrder for JSON that is well formed but
+// is not an order (a required field missing).
+var ErrInvalidOrder = errors.New("invalid order")
+
+// DecodeOrder decodes an order and checks the fields every order must have:
+// id, merchantOrderId, type and status. Errors name the field.
+func DecodeOrder(data []byte) (*Order, error) {
+	var o Order
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+	}
+	switch {
+	case o.ID == "":
+		return nil, fmt.Errorf("%w: id is missing", ErrInvalidOrder)
+	case o.MerchantOrderID == "":
+		return nil, fmt.Errorf("%w: merchantOrderId is missing", ErrInvalidOrder)
+	case o.Type == "":
+		return nil, fmt.Errorf("%w: type is missing", ErrInvalidOrder)
+	case o.Status == "":
+		return nil, fmt.Errorf("%w: status is missing", ErrInvalidOrder)
+	}
+	return &o, nil
+}
