@@ -1,0 +1,495 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"orderd/provider"
+)
+
+// EventID is the deterministic id of an event: the hex SHA-256 of parts,
+// each followed by a NUL byte, so ("ab","c") and ("a","bc") differ. Order
+// events use EventID(order id, fingerprint, event type); the same state
+// therefore has the same id from any source or instance.
+func EventID(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SubjectToken reduces s to one NATS subject token: lowercased, every
+// character outside [a-z0-9_-] replaced by "_", and "unknown" when empty.
+func SubjectToken(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// OrderSubject is the relative subject of an order event:
+// "orders.<type>.<status>" (the publisher prepends the prefix). Creation
+// outcomes use it with status "not_created".
+func OrderSubject(orderType, status string) string {
+	return "orders." + SubjectToken(orderType) + "." + SubjectToken(status)
+}
+
+// FindingSubject is the relative subject of a finding event: "reconcile.<kind>".
+func FindingSubject(kind string) string { return "reconcile." + SubjectToken(kind) }
+
+// Order event types besides "order.<status>".
+const (
+	EventOrderUpdated    = "order.updated"
+	EventOrderNotCreated = "order.not_created"
+)
+
+// Apply is the one write path for an order's state: it records the
+// observation and decides, in one transaction with the rest of its batch,
+// whether the state is new, a repeat, stale or a change (see
+// Tx.ApplyObservation). It returns after the decision is durable.
+func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
+	var res Result
+	err := s.Write(ctx, func(tx *Tx) error {
+		var err error
+		res, err = tx.ApplyObservation(obs)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// statusRank orders statuses so that a late older state is recognised:
+// new before processing before the final statuses. A status the provider
+// has not documented ranks as processing (in progress, not final).
+func statusRank(s provider.Status) int {
+	switch {
+	case s == provider.StatusNew:
+		return 0
+	case s.IsFinal():
+		return 2
+	default:
+		return 1
+	}
+}
+
+// currentOrder is the stored row Apply decides against.
+type currentOrder struct {
+	id              int64
+	merchantOrderID string
+	status          provider.Status
+	fingerprint     string
+	stateID         sql.NullInt64
+	learnedVia      Source
+}
+
+// ApplyObservation is Apply inside a Write callback, so that other rows
+// (a gateway attempt, say) commit atomically with the order's state.
+//
+// The rules: an unknown order is New; the current state again (by
+// fingerprint, so any JSON formatting) is a Duplicate that only records the
+// delivery; a state seen before, a lower status than the current one, or a
+// non-final or different final status after a final one is Stale — kept in
+// history and otherwise ignored, and for a conflicting final status a
+// "mismatch" finding with both versions; anything else is Changed. New and
+// Changed update the order, add a history row and queue one event:
+// "order.<status>" when the status changed (or the order is new),
+// "order.updated" otherwise. A poll that disagrees with a webhook on the
+// amounts of the same status (or the reverse) also opens a "mismatch"
+// finding.
+func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
+	o := obs.Order
+	switch {
+	case o == nil:
+		return Result{}, errors.New("apply: observation has no order")
+	case len(obs.Raw) == 0:
+		return Result{}, fmt.Errorf("apply %s: observation has no raw order", o.ID)
+	case o.ID == "" || o.MerchantOrderID == "" || o.Type == "" || o.Status == "":
+		return Result{}, fmt.Errorf("apply: order lacks id, merchantOrderId, type or status")
+	case obs.Source != SourceWebhook && obs.Source != SourcePoll && obs.Source != SourceGateway:
+		return Result{}, fmt.Errorf("apply %s: unknown source %q", o.ID, obs.Source)
+	}
+	st := tx.s.st
+	at := obs.ObservedAt
+	if at.IsZero() {
+		at = tx.s.now()
+	}
+	fp := o.Fingerprint()
+
+	var cur currentOrder
+	err := st.orderByProviderID.QueryRow(o.ID).Scan(&cur.id, &cur.merchantOrderID, &cur.status,
+		&cur.fingerprint, &cur.stateID, &cur.learnedVia)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tx.applyNew(obs, fp, at)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: load order: %w", o.ID, err)
+	}
+	res := Result{Previous: cur.status}
+
+	if fp == cur.fingerprint {
+		res.Outcome = OutcomeDuplicate
+		if obs.Source == SourceWebhook {
+			if _, err := tx.recordDelivery(cur.id, obs, fp, at); err != nil {
+				return Result{}, err
+			}
+		}
+		return res, nil
+	}
+
+	var seen bool
+	if err := st.seenBefore.QueryRow(cur.id, fp).Scan(&seen); err != nil {
+		return Result{}, fmt.Errorf("apply %s: check history: %w", o.ID, err)
+	}
+	finalConflict := cur.status.IsFinal() && o.Status.IsFinal() && o.Status != cur.status
+	if seen || statusRank(o.Status) < statusRank(cur.status) || finalConflict {
+		res.Outcome = OutcomeStale
+		if _, err := tx.addHistory(cur.id, obs, fp, OutcomeStale, at); err != nil {
+			return Result{}, err
+		}
+		if finalConflict && !seen {
+			if err := tx.finalConflict(cur, obs, fp); err != nil {
+				return Result{}, err
+			}
+		}
+		return res, nil
+	}
+
+	res.Outcome = OutcomeChanged
+	if o.Status == cur.status {
+		if err := tx.checkAmounts(cur, obs); err != nil {
+			return Result{}, err
+		}
+	}
+	stateID, err := tx.addHistory(cur.id, obs, fp, OutcomeChanged, at)
+	if err != nil {
+		return Result{}, err
+	}
+	var completedAt any
+	if o.Status.IsFinal() && !cur.status.IsFinal() {
+		completedAt = completionTime(o, at).UnixMilli()
+	}
+	src, srcCcy, tgt, tgtCcy := wallets(o)
+	if _, err := st.updateOrder.Exec(string(o.Status), fp, string(o.Type), src, srcCcy, tgt, tgtCcy,
+		stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), completedAt,
+		tx.nextCheck(o.Status, at), cur.id); err != nil {
+		return Result{}, fmt.Errorf("apply %s: update order: %w", o.ID, err)
+	}
+	eventType := EventOrderUpdated
+	if o.Status != cur.status {
+		eventType = "order." + SubjectToken(string(o.Status))
+	}
+	res.EventID, err = tx.orderEvent(obs, fp, eventType, stateID, at)
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// applyNew stores an order orderd did not know.
+func (tx *Tx) applyNew(obs Observation, fp string, at time.Time) (Result, error) {
+	o, st := obs.Order, tx.s.st
+	var completedAt any
+	if o.Status.IsFinal() {
+		completedAt = completionTime(o, at).UnixMilli()
+	}
+	src, srcCcy, tgt, tgtCcy := wallets(o)
+	var id int64
+	err := st.insertOrder.QueryRow(o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), fp,
+		src, srcCcy, tgt, tgtCcy, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), at.UnixMilli(),
+		completedAt, tx.nextCheck(o.Status, at)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The provider id was not found a moment ago in this transaction,
+		// so the conflict is on merchantOrderId.
+		return Result{}, fmt.Errorf("apply %s: %w: merchantOrderId %q belongs to another order", o.ID, ErrConflict, o.MerchantOrderID)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
+	}
+	stateID, err := tx.addHistory(id, obs, fp, OutcomeNew, at)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := st.setOrderState.Exec(stateID, id); err != nil {
+		return Result{}, fmt.Errorf("apply %s: set state: %w", o.ID, err)
+	}
+	eventID, err := tx.orderEvent(obs, fp, "order."+SubjectToken(string(o.Status)), stateID, at)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Outcome: OutcomeNew, EventID: eventID}, nil
+}
+
+// addHistory records an observed state. A webhook's body goes to
+// deliveries and the history row points at it; other sources keep their
+// raw JSON in the history row.
+func (tx *Tx) addHistory(orderID int64, obs Observation, fp string, outcome Outcome, at time.Time) (int64, error) {
+	var (
+		deliveryID any
+		raw        any
+	)
+	if obs.Source == SourceWebhook {
+		id, err := tx.recordDelivery(orderID, obs, fp, at)
+		if err != nil {
+			return 0, err
+		}
+		deliveryID = id
+	} else {
+		raw = []byte(obs.Raw)
+	}
+	var id int64
+	if err := tx.s.st.insertHistory.QueryRow(orderID, fp, string(obs.Order.Status), string(obs.Source),
+		string(outcome), at.UnixMilli(), deliveryID, raw).Scan(&id); err != nil {
+		return 0, fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
+	}
+	return id, nil
+}
+
+// recordDelivery stores a webhook body once per order; a byte-identical
+// repeat bumps its counter.
+func (tx *Tx) recordDelivery(orderID int64, obs Observation, fp string, at time.Time) (int64, error) {
+	sum := sha256.Sum256(obs.Raw)
+	var (
+		headers any
+		remote  any
+	)
+	if obs.Delivery != nil {
+		if h := selectHeaders(obs.Delivery.Header); h != nil {
+			headers = h
+		}
+		remote = nullString(obs.Delivery.RemoteAddr)
+	}
+	var id int64
+	if err := tx.s.st.upsertDelivery.QueryRow(orderID, sum[:], fp, []byte(obs.Raw), headers, remote,
+		at.UnixMilli(), at.UnixMilli()).Scan(&id); err != nil {
+		return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
+	}
+	return id, nil
+}
+
+// orderEvent queues the event of a new state.
+func (tx *Tx) orderEvent(obs Observation, fp, eventType string, stateID int64, at time.Time) (string, error) {
+	o := obs.Order
+	id := EventID(o.ID, fp, eventType)
+	res, err := tx.s.st.insertOutbox.Exec(id, eventType, OrderSubject(string(o.Type), string(o.Status)), o.ID,
+		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, nil, tx.s.now().UnixMilli())
+	if err != nil {
+		return "", fmt.Errorf("apply %s: queue event: %w", o.ID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil {
+		tx.events += int(n)
+	}
+	return id, nil
+}
+
+func (tx *Tx) nextCheck(status provider.Status, at time.Time) any {
+	if status.IsFinal() {
+		return nil
+	}
+	return at.Add(tx.s.opts.CheckAfter).UnixMilli()
+}
+
+// mismatchVersion is one side of a mismatch finding.
+type mismatchVersion struct {
+	Source Source          `json:"source"`
+	Status provider.Status `json:"status"`
+	Order  json.RawMessage `json:"order"`
+}
+
+// mismatchDetail is the detail of a "mismatch" finding.
+type mismatchDetail struct {
+	Reason          string          `json:"reason"`
+	OrderID         string          `json:"orderId"`
+	MerchantOrderID string          `json:"merchantOrderId"`
+	Stored          mismatchVersion `json:"stored"`
+	Observed        mismatchVersion `json:"observed"`
+}
+
+// finalConflict opens a mismatch finding: the order has one final status
+// and a source now reports another. A human decides; the stored state
+// stays.
+func (tx *Tx) finalConflict(cur currentOrder, obs Observation, fp string) error {
+	var (
+		src Source
+		raw []byte
+	)
+	if cur.stateID.Valid {
+		if err := tx.s.st.stateRaw.QueryRow(cur.stateID.Int64).Scan(&src, &raw); err != nil {
+			return fmt.Errorf("apply %s: load stored state: %w", obs.Order.ID, err)
+		}
+	}
+	return tx.openMismatch("final status conflict", cur, mismatchVersion{Source: src, Status: cur.status, Order: jsonOrNull(raw)}, obs)
+}
+
+// checkAmounts compares a poll with the last webhook of the same status
+// (or a webhook with the last poll) and opens a mismatch finding when their
+// amounts or currencies differ. The newer observation is still applied:
+// the provider's get-status is the newer truth when it does not regress a
+// final status.
+func (tx *Tx) checkAmounts(cur currentOrder, obs Observation) error {
+	var other Source
+	switch obs.Source {
+	case SourcePoll:
+		other = SourceWebhook
+	case SourceWebhook:
+		other = SourcePoll
+	default:
+		return nil
+	}
+	var raw []byte
+	err := tx.s.st.lastBySource.QueryRow(cur.id, string(obs.Order.Status), string(other)).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s: load %s version: %w", obs.Order.ID, other, err)
+	}
+	prev, err := provider.DecodeOrder(raw)
+	if err != nil {
+		return nil // a stored version that no longer decodes cannot be compared
+	}
+	if !amountsDiffer(prev, obs.Order) {
+		return nil
+	}
+	return tx.openMismatch("amounts differ", cur, mismatchVersion{Source: other, Status: prev.Status, Order: raw}, obs)
+}
+
+func (tx *Tx) openMismatch(reason string, cur currentOrder, stored mismatchVersion, obs Observation) error {
+	d := mismatchDetail{
+		Reason:          reason,
+		OrderID:         obs.Order.ID,
+		MerchantOrderID: cur.merchantOrderID,
+		Stored:          stored,
+		Observed:        mismatchVersion{Source: obs.Source, Status: obs.Order.Status, Order: jsonOrNull(obs.Raw)},
+	}
+	if _, _, err := tx.OpenFinding(FindingMismatch, obs.Order.ID, d); err != nil {
+		return fmt.Errorf("apply %s: %w", obs.Order.ID, err)
+	}
+	return nil
+}
+
+// amountsDiffer reports whether two versions of an order disagree on money
+// they both state: the merchant wallets, and the amounts of transactions
+// present in both. A transaction only one side has (a refund added later)
+// is a change, not a disagreement.
+func amountsDiffer(a, b *provider.Order) bool {
+	if moneyDiffers(a.MerchantSourceWallet, b.MerchantSourceWallet) ||
+		moneyDiffers(a.MerchantTargetWallet, b.MerchantTargetWallet) {
+		return true
+	}
+	byID := make(map[string]*provider.Transaction, len(a.Transactions))
+	for i := range a.Transactions {
+		byID[a.Transactions[i].ID] = &a.Transactions[i]
+	}
+	for i := range b.Transactions {
+		t := &b.Transactions[i]
+		u, ok := byID[t.ID]
+		if !ok {
+			continue
+		}
+		if moneyDiffers(u.Authorized, t.Authorized) || moneyDiffers(u.MerchantWallet, t.MerchantWallet) ||
+			moneyDiffers(u.Amount, t.Amount) {
+			return true
+		}
+	}
+	return false
+}
+
+func moneyDiffers(a, b *provider.Money) bool {
+	return a != nil && b != nil && !a.Equal(*b)
+}
+
+// completionTime is when an order reached its final status: the latest
+// completedAt of its own transactions (not refunds), else of any
+// transaction, else when orderd learned it.
+func completionTime(o *provider.Order, learned time.Time) time.Time {
+	var own, anyTx time.Time
+	for _, t := range o.Transactions {
+		c := t.CompletedAt.Time
+		if c.IsZero() {
+			continue
+		}
+		if c.After(anyTx) {
+			anyTx = c
+		}
+		if t.Type == string(o.Type) && c.After(own) {
+			own = c
+		}
+	}
+	switch {
+	case !own.IsZero():
+		return own
+	case !anyTx.IsZero():
+		return anyTx
+	default:
+		return learned
+	}
+}
+
+func wallets(o *provider.Order) (src, srcCcy, tgt, tgtCcy any) {
+	if m := o.MerchantSourceWallet; m != nil {
+		src, srcCcy = provider.FormatAmount(m.Amount), m.Currency
+	}
+	if m := o.MerchantTargetWallet; m != nil {
+		tgt, tgtCcy = provider.FormatAmount(m.Amount), m.Currency
+	}
+	return src, srcCcy, tgt, tgtCcy
+}
+
+func providerTime(t provider.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func jsonOrNull(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(b)
+}
+
+// selectHeaders encodes the delivery headers worth keeping as evidence (the
+// signature that authenticated the body and what identifies the sender) as
+// a JSON object, or returns nil when there are none.
+func selectHeaders(h http.Header) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	keptHeaders := [...]string{"Signature", "Content-Type", "User-Agent", "X-Forwarded-For", "X-Real-Ip", "X-Request-Id"}
+	var kept map[string][]string
+	for _, k := range keptHeaders {
+		if v := h.Values(k); len(v) > 0 {
+			if kept == nil {
+				kept = make(map[string][]string, len(keptHeaders))
+			}
+			kept[k] = v
+		}
+	}
+	if kept == nil {
+		return nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// migrationFiles holds the schema. A migration is a file named
+// "NNNN_name.sql" where NNNN is its version; files are applied in version
+// order, each in its own transaction, and recorded in schema_migrations.
+// Adding a feature's tables means dropping the next numbered file here.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one schema step.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads and orders the embedded migrations. Two files with
+// one version are an error, caught by the tests of this package.
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || path.Ext(name) != ".sql" {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: version %q is not a positive number", name, num)
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", name, err)
+		}
+		ms = append(ms, migration{version: v, name: name, sql: string(b)})
+	}
+	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// Migrate applies the pending schema migrations to the database at path,
+// creating the file if needed, and returns. It is what `orderd migrate`
+// runs; Open does the same on start.
+func Migrate(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", writerDSN(path))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return migrate(ctx, db, time.Now, slog.New(slog.DiscardHandler))
+}
+
+// migrate applies every embedded migration not yet recorded. Each runs in
+// an immediate transaction that re-checks schema_migrations, so two
+// processes migrating the same file at once apply each step exactly once.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, m := range ms {
+		applied, err := applyMigration(ctx, db, m, now)
+		if err != nil {
+			return err
+		}
+		if applied {
+			log.Info("applied migration", "version", m.version, "name", m.name)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() time.Time) (applied bool, err error) {
+	// The writer DSN makes BeginTx an immediate transaction.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("migration %s: begin: %w", m.name, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+		return false, fmt.Errorf("migration %s: check: %w", m.name, err)
+	}
+	if n > 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return false, fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, now().UnixMilli()); err != nil {
+		return false, fmt.Errorf("migration %s: record: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("migration %s: commit: %w", m.name, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// PendingEvents returns up to limit unpublished events with seq greater
+// than afterSeq, in seq order. Order events carry the order JSON as
+// received (compacted); other events their stored data.
+func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([]OutboxEvent, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT o.seq, o.event_id, o.type, o.subject, o.event_subject, o.time,
+			coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw)
+		FROM outbox o
+		LEFT JOIN order_history h ON h.id = o.state_id
+		LEFT JOIN deliveries d ON d.id = h.delivery_id
+		WHERE o.published_at IS NULL AND o.seq > ?
+		ORDER BY o.seq
+		LIMIT ?`, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	defer rows.Close()
+	var evs []OutboxEvent
+	for rows.Next() {
+		var (
+			ev   OutboxEvent
+			at   int64
+			data []byte
+		)
+		if err := rows.Scan(&ev.Seq, &ev.ID, &ev.Type, &ev.Subject, &ev.EventSubject, &at,
+			&ev.MerchantOrderID, &ev.LearnedVia, &data); err != nil {
+			return nil, fmt.Errorf("pending events: %w", err)
+		}
+		ev.Time = time.UnixMilli(at).UTC()
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil {
+			return nil, fmt.Errorf("pending event %d: data is not JSON: %w", ev.Seq, err)
+		}
+		ev.Data = buf.Bytes()
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	return evs, nil
+}
+
+// MarkPublished records that the events with these seqs are acknowledged
+// by NATS. It goes through the writer, so many calls share commits.
+func (s *Store) MarkPublished(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return s.Write(ctx, func(tx *Tx) error {
+		now := tx.Now().UnixMilli()
+		for _, seq := range seqs {
+			if _, err := tx.s.st.markPublished.Exec(now, seq); err != nil {
+				return fmt.Errorf("mark published %d: %w", seq, err)
+			}
+		}
+		return nil
+	})
+}
+
+// pruneChunk bounds one prune transaction, so pruning a long backlog never
+// holds the writer for long.
+const pruneChunk = 2000
+
+// PruneOutbox deletes events published before publishedBefore and returns
+// how many it deleted. Unpublished events are never deleted.
+func (s *Store) PruneOutbox(ctx context.Context, publishedBefore time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.Write(ctx, func(tx *Tx) error {
+			res, err := tx.Exec(`DELETE FROM outbox WHERE seq IN (
+				SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? ORDER BY seq LIMIT ?)`,
+				publishedBefore.UnixMilli(), pruneChunk)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune outbox: %w", err)
+		}
+		total += n
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}
+
+// OutboxStats returns the number of unpublished events and when the oldest
+// of them was queued (zero when there are none).
+func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error) {
+	var first sql.NullInt64
+	err = s.rdb.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM outbox WHERE published_at IS NULL),
+		(SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT 1)`).
+		Scan(&backlog, &first)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("outbox stats: %w", err)
+	}
+	if first.Valid {
+		oldest = time.UnixMilli(first.Int64).UTC()
+	}
+	return backlog, oldest, nil
+}

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"orderd/provider"
+)
+
+// OrderView is an order as orderd knows it: the current provider JSON and
+// when and how each state was learned.
+type OrderView struct {
+	ProviderID      string
+	MerchantOrderID string
+	Type            provider.OrderType
+	Status          provider.Status
+	Fingerprint     string
+	// Order is the current state exactly as received (compacted).
+	Order       json.RawMessage
+	LearnedVia  Source
+	FirstSeenAt time.Time
+	// UpdatedAt is the last change of state as orderd saw it.
+	UpdatedAt time.Time
+	// CompletedAt is when the order reached its final status (the
+	// provider's completedAt when given); zero while not final.
+	CompletedAt time.Time
+	// NextCheckAt is when the reconciler polls it next; zero when final.
+	NextCheckAt   time.Time
+	CheckAttempts int
+	History       []HistoryEntry
+}
+
+// HistoryEntry is one observed state of an order.
+type HistoryEntry struct {
+	Status      provider.Status `json:"status"`
+	Fingerprint string          `json:"fingerprint"`
+	Source      Source          `json:"source"`
+	ObservedAt  time.Time       `json:"observedAt"`
+	Outcome     Outcome         `json:"outcome"`
+}
+
+// OrderByMerchantID returns the order with this merchantOrderId and its
+// history (oldest first), or ErrNotFound.
+func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (*OrderView, error) {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("order %s: %w", merchantOrderID, err)
+	}
+	defer tx.Rollback()
+	var (
+		v                    OrderView
+		id                   int64
+		raw                  []byte
+		first, updated       int64
+		completed, nextCheck sql.NullInt64
+	)
+	err = tx.QueryRowContext(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.fingerprint,
+			coalesce(h.raw, d.raw), o.learned_via, o.first_seen_at, o.updated_at, o.completed_at,
+			o.next_check_at, o.check_attempts
+		FROM orders o
+		LEFT JOIN order_history h ON h.id = o.state_id
+		LEFT JOIN deliveries d ON d.id = h.delivery_id
+		WHERE o.merchant_order_id = ?`, merchantOrderID).Scan(&id, &v.ProviderID, &v.MerchantOrderID, &v.Type,
+		&v.Status, &v.Fingerprint, &raw, &v.LearnedVia, &first, &updated, &completed, &nextCheck, &v.CheckAttempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("order %s: %w", merchantOrderID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("order %s: %w", merchantOrderID, err)
+	}
+	v.Order = compactJSON(raw)
+	v.FirstSeenAt = time.UnixMilli(first).UTC()
+	v.UpdatedAt = time.UnixMilli(updated).UTC()
+	if completed.Valid {
+		v.CompletedAt = time.UnixMilli(completed.Int64).UTC()
+	}
+	if nextCheck.Valid {
+		v.NextCheckAt = time.UnixMilli(nextCheck.Int64).UTC()
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT status, fingerprint, source, observed_at, outcome
+		FROM order_history WHERE order_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("order %s: history: %w", merchantOrderID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			e  HistoryEntry
+			at int64
+		)
+		if err := rows.Scan(&e.Status, &e.Fingerprint, &e.Source, &at, &e.Outcome); err != nil {
+			return nil, fmt.Errorf("order %s: history: %w", merchantOrderID, err)
+		}
+		e.ObservedAt = time.UnixMilli(at).UTC()
+		v.History = append(v.History, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("order %s: history: %w", merchantOrderID, err)
+	}
+	return &v, nil
+}
+
+// compactJSON returns b compacted, or b unchanged if it is not valid JSON
+// (it was valid when stored, so that would be a damaged row worth seeing
+// as is).
+func compactJSON(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}

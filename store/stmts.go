@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// stmts are the writer's prepared statements, prepared once on the writer's
+// connection. They are used without a context (the writer's statements must
+// never be interrupted by a caller's cancellation: SQLite rolls back the
+// whole transaction on an interrupted write, which would sink the batch).
+type stmts struct {
+	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
+
+	orderByProviderID *sql.Stmt
+	insertOrder       *sql.Stmt
+	setOrderState     *sql.Stmt
+	updateOrder       *sql.Stmt
+	upsertDelivery    *sql.Stmt
+	seenBefore        *sql.Stmt
+	insertHistory     *sql.Stmt
+	insertOutbox      *sql.Stmt
+	stateRaw          *sql.Stmt
+	lastBySource      *sql.Stmt
+	markPublished     *sql.Stmt
+
+	all []*sql.Stmt
+}
+
+func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
+	st := &stmts{}
+	var errs []error
+	p := func(dst **sql.Stmt, query string) {
+		s, err := conn.PrepareContext(ctx, query)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%.40q: %w", query, err))
+			return
+		}
+		*dst = s
+		st.all = append(st.all, s)
+	}
+	p(&st.begin, "BEGIN IMMEDIATE")
+	p(&st.commit, "COMMIT")
+	p(&st.rollback, "ROLLBACK")
+	p(&st.savepoint, "SAVEPOINT w")
+	p(&st.rollbackTo, "ROLLBACK TO w")
+	p(&st.release, "RELEASE w")
+
+	p(&st.orderByProviderID, `SELECT id, merchant_order_id, status, fingerprint, state_id, learned_via
+		FROM orders WHERE provider_id = ?`)
+	p(&st.insertOrder, `INSERT INTO orders (provider_id, merchant_order_id, type, status, fingerprint,
+			source_amount, source_currency, target_amount, target_currency, learned_via,
+			created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+		ON CONFLICT DO NOTHING
+		RETURNING id`)
+	p(&st.setOrderState, `UPDATE orders SET state_id = ? WHERE id = ?`)
+	p(&st.updateOrder, `UPDATE orders SET status = ?, fingerprint = ?, type = ?,
+			source_amount = ?, source_currency = ?, target_amount = ?, target_currency = ?,
+			state_id = ?, learned_via = ?, created_at = coalesce(created_at, ?), updated_at = ?,
+			completed_at = coalesce(completed_at, ?), next_check_at = ?, check_attempts = 0
+		WHERE id = ?`)
+	p(&st.upsertDelivery, `INSERT INTO deliveries (order_id, body_sha256, fingerprint, raw, headers, remote_addr,
+			first_received_at, last_received_at, times_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)
+		ON CONFLICT (order_id, body_sha256) DO UPDATE SET
+			times_seen = times_seen + 1,
+			last_received_at = max(last_received_at, excluded.last_received_at)
+		RETURNING id`)
+	p(&st.seenBefore, `SELECT EXISTS (SELECT 1 FROM order_history WHERE order_id = ? AND fingerprint = ?)`)
+	p(&st.insertHistory, `INSERT INTO order_history (order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING id`)
+	p(&st.insertOutbox, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,
+			learned_via, state_id, data, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_id) DO NOTHING`)
+	p(&st.stateRaw, `SELECT h.source, coalesce(h.raw, d.raw) FROM order_history h
+		LEFT JOIN deliveries d ON d.id = h.delivery_id WHERE h.id = ?`)
+	p(&st.lastBySource, `SELECT coalesce(h.raw, d.raw) FROM order_history h
+		LEFT JOIN deliveries d ON d.id = h.delivery_id
+		WHERE h.order_id = ? AND h.status = ? AND h.source = ?
+		ORDER BY h.id DESC LIMIT 1`)
+	p(&st.markPublished, `UPDATE outbox SET published_at = ? WHERE seq = ? AND published_at IS NULL`)
+	if err := errors.Join(errs...); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *stmts) close() error {
+	var errs []error
+	for _, s := range st.all {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"orderd/provider"
+)
+
+// Tx is the writer's transaction as seen by a Write callback: everything
+// done through it commits or rolls back together with the callback's
+// savepoint. Its statements run without the caller's context on purpose
+// (an interrupted SQLite write aborts the whole batch); keep callbacks
+// short instead.
+type Tx struct {
+	s      *Store
+	events int // outbox rows added in the current savepoint
+}
+
+// Now returns the store's clock reading.
+func (tx *Tx) Now() time.Time { return tx.s.now() }
+
+// Exec runs a statement in the transaction.
+func (tx *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return tx.s.wconn.ExecContext(context.Background(), query, args...)
+}
+
+// Query runs a query in the transaction; the caller closes the rows before
+// returning from the callback.
+func (tx *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return tx.s.wconn.QueryContext(context.Background(), query, args...)
+}
+
+// QueryRow runs a query expected to return at most one row.
+func (tx *Tx) QueryRow(query string, args ...any) *sql.Row {
+	return tx.s.wconn.QueryRowContext(context.Background(), query, args...)
+}
+
+// InsertEvent appends an event to the outbox unless an event with its id is
+// already there (then inserted is false and nothing changes). ID, Type,
+// Subject and Data are required; a zero Time means now.
+func (tx *Tx) InsertEvent(ev OutboxEvent) (inserted bool, err error) {
+	switch {
+	case ev.ID == "":
+		return false, errors.New("insert event: id is empty")
+	case ev.Type == "":
+		return false, errors.New("insert event: type is empty")
+	case ev.Subject == "":
+		return false, errors.New("insert event: subject is empty")
+	case len(ev.Data) == 0:
+		return false, errors.New("insert event: data is empty")
+	case !json.Valid(ev.Data):
+		return false, fmt.Errorf("insert event %s: data is not valid JSON", ev.ID)
+	}
+	now := tx.s.now()
+	if ev.Time.IsZero() {
+		ev.Time = now
+	}
+	res, err := tx.s.st.insertOutbox.Exec(ev.ID, ev.Type, ev.Subject, ev.EventSubject, ev.Time.UnixMilli(),
+		nullString(ev.MerchantOrderID), nullString(string(ev.LearnedVia)), nil, []byte(ev.Data), now.UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("insert event %s: %w", ev.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert event %s: %w", ev.ID, err)
+	}
+	tx.events += int(n)
+	return n == 1, nil
+}
+
+// Finding is a finding as stored and as its events carry it.
+type Finding struct {
+	ID         int64           `json:"id"`
+	Kind       string          `json:"kind"`
+	Key        string          `json:"key"`
+	State      string          `json:"state"` // "open" or "resolved"
+	Detail     json.RawMessage `json:"detail"`
+	FoundAt    time.Time       `json:"foundAt"`
+	ResolvedAt *time.Time      `json:"resolvedAt,omitempty"`
+}
+
+// Finding kinds known to orderd. Other packages may use others.
+const (
+	FindingMismatch           = "mismatch"
+	FindingQuarantinedWebhook = "quarantined_webhook"
+	FindingStuckOrder         = "stuck_order"
+	FindingUnresolvedCreation = "unresolved_creation"
+	FindingBalanceDrift       = "balance_drift"
+)
+
+// OpenFinding opens a finding of kind about key (an order id or a
+// currency) unless one is already open; then it refreshes that one's
+// detail and returns opened false. A newly opened finding queues a
+// "reconcile.<kind>" event whose id is EventID(finding id, "open").
+// detail is JSON-encoded unless it is already json.RawMessage.
+func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, err error) {
+	if kind == "" || key == "" {
+		return 0, false, errors.New("open finding: kind and key are required")
+	}
+	raw, err := encodeDetail(detail)
+	if err != nil {
+		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
+	}
+	now := tx.s.now()
+	err = tx.QueryRow(`INSERT INTO findings (kind, subject_key, detail, found_at, updated_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (kind, subject_key) WHERE resolved_at IS NULL DO NOTHING
+		RETURNING id`, kind, key, string(raw), now.UnixMilli(), now.UnixMilli()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = tx.QueryRow(`UPDATE findings SET detail = ?, updated_at = ?
+			WHERE kind = ? AND subject_key = ? AND resolved_at IS NULL RETURNING id`,
+			string(raw), now.UnixMilli(), kind, key).Scan(&id)
+		if err != nil {
+			return 0, false, fmt.Errorf("open finding %s %s: refresh: %w", kind, key, err)
+		}
+		return id, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
+	}
+	f := Finding{ID: id, Kind: kind, Key: key, State: "open", Detail: raw, FoundAt: time.UnixMilli(now.UnixMilli()).UTC()}
+	if err := tx.findingEvent(f, now); err != nil {
+		return 0, false, err
+	}
+	return id, true, nil
+}
+
+// ResolveFinding resolves the open finding of kind about key, if there is
+// one, and queues its "reconcile.<kind>" event with id
+// EventID(finding id, "resolved").
+func (tx *Tx) ResolveFinding(kind, key string) (resolved bool, err error) {
+	now := tx.s.now()
+	var (
+		f       = Finding{Kind: kind, Key: key, State: "resolved"}
+		detail  string
+		foundAt int64
+	)
+	err = tx.QueryRow(`UPDATE findings SET resolved_at = ?, updated_at = ?
+		WHERE kind = ? AND subject_key = ? AND resolved_at IS NULL
+		RETURNING id, detail, found_at`, now.UnixMilli(), now.UnixMilli(), kind, key).Scan(&f.ID, &detail, &foundAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("resolve finding %s %s: %w", kind, key, err)
+	}
+	f.Detail = json.RawMessage(detail)
+	f.FoundAt = time.UnixMilli(foundAt).UTC()
+	at := time.UnixMilli(now.UnixMilli()).UTC()
+	f.ResolvedAt = &at
+	if err := tx.findingEvent(f, now); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (tx *Tx) findingEvent(f Finding, now time.Time) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("finding %d event: %w", f.ID, err)
+	}
+	_, err = tx.InsertEvent(OutboxEvent{
+		ID:           EventID(strconv.FormatInt(f.ID, 10), f.State),
+		Type:         "reconcile." + SubjectToken(f.Kind),
+		Subject:      FindingSubject(f.Kind),
+		EventSubject: f.Key,
+		Time:         now,
+		Data:         data,
+	})
+	return err
+}
+
+func encodeDetail(detail any) (json.RawMessage, error) {
+	switch d := detail.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		if !json.Valid(d) {
+			return nil, errors.New("detail is not valid JSON")
+		}
+		return d, nil
+	default:
+		return json.Marshal(d)
+	}
+}
+
+// Watch is an order the reconciler should poll although orderd may not
+// know it yet: the order of a quarantined webhook, of a webhook that failed
+// its signature check, or one a platform created itself.
+type Watch struct {
+	MerchantOrderID string
+	ProviderOrderID string
+	Type            provider.OrderType
+	Reason          string
+	// NextCheckAt is when to poll; zero means now.
+	NextCheckAt time.Time
+}
+
+// UpsertWatch adds a watch or refreshes the one for the same
+// merchantOrderId: an open watch keeps its earlier due time and attempts; a
+// resolved one is reopened.
+func (tx *Tx) UpsertWatch(w Watch) error {
+	if w.MerchantOrderID == "" {
+		return errors.New("watch: merchantOrderId is empty")
+	}
+	if w.Reason == "" {
+		return errors.New("watch: reason is empty")
+	}
+	now := tx.s.now()
+	next := w.NextCheckAt
+	if next.IsZero() {
+		next = now
+	}
+	_, err := tx.Exec(`INSERT INTO watches (merchant_order_id, provider_order_id, type, reason, created_at, next_check_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (merchant_order_id) DO UPDATE SET
+			provider_order_id = coalesce(excluded.provider_order_id, provider_order_id),
+			type = coalesce(excluded.type, type),
+			reason = excluded.reason,
+			next_check_at = CASE WHEN resolved_at IS NULL THEN min(next_check_at, excluded.next_check_at)
+				ELSE excluded.next_check_at END,
+			attempts = CASE WHEN resolved_at IS NULL THEN attempts ELSE 0 END,
+			resolved_at = NULL`,
+		w.MerchantOrderID, nullString(w.ProviderOrderID), nullString(string(w.Type)), w.Reason,
+		now.UnixMilli(), next.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", w.MerchantOrderID, err)
+	}
+	return nil
+}
+
+// ResolveWatch marks the watch for merchantOrderID done; the reconciler
+// calls it once the order is settled.
+func (tx *Tx) ResolveWatch(merchantOrderID string) error {
+	_, err := tx.Exec(`UPDATE watches SET resolved_at = ? WHERE merchant_order_id = ? AND resolved_at IS NULL`,
+		tx.s.now().UnixMilli(), merchantOrderID)
+	if err != nil {
+		return fmt.Errorf("resolve watch %s: %w", merchantOrderID, err)
+	}
+	return nil
+}
+
+// MarkForPoll asks the reconciler to poll merchantOrderID soon (for example
+// after a webhook for it failed its signature check).
+func (s *Store) MarkForPoll(ctx context.Context, merchantOrderID, reason string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		return tx.UpsertWatch(Watch{MerchantOrderID: merchantOrderID, Reason: reason})
+	})
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Request states. The caller and the writer race to move a queued request
+// out of stateQueued: the writer to run it, the caller (whose context ended)
+// to abandon it. Whoever wins decides whether it can be written.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateAbandoned
+)
+
+// request is one write waiting for the writer.
+type request struct {
+	ctx   context.Context
+	fn    func(*Tx) error
+	state atomic.Int32
+	done  chan error // buffered: the writer never blocks on a gone caller
+}
+
+// Write runs fn inside the writer's current transaction, in a savepoint of
+// its own: if fn returns an error (or panics) its changes are rolled back
+// and the other writes of the batch are unaffected. Write returns after the
+// transaction holding fn's changes has committed (nil) or failed (an error).
+//
+// fn must not keep tx, must not block on anything slow (it holds up every
+// write in the batch), and must not call the Store's own write methods
+// (that would deadlock); it uses tx's methods instead.
+func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store write: %w", err)
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.queue <- r:
+	default:
+		s.mu.RUnlock()
+		s.overloaded.Add(1)
+		return ErrOverloaded
+	}
+	s.mu.RUnlock()
+
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+	}
+	// The result may have arrived together with the cancellation.
+	select {
+	case err := <-r.done:
+		return err
+	default:
+	}
+	if r.state.CompareAndSwap(stateQueued, stateAbandoned) {
+		// The writer will skip it: nothing of it is written.
+		return fmt.Errorf("store write: %w", ctx.Err())
+	}
+	return fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err())
+}
+
+// run is the writer goroutine. It takes every request waiting at that
+// moment (up to MaxBatch), runs them in one transaction and releases them
+// after the commit, so one fsync serves the whole group. It exits when the
+// queue is closed and drained.
+func (s *Store) run() {
+	defer close(s.done)
+	batch := make([]*request, 0, s.opts.MaxBatch)
+	for {
+		r, ok := <-s.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+		clear(batch)
+	}
+}
+
+// commitBatch runs one group of requests in one transaction.
+func (s *Store) commitBatch(batch []*request) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
+			continue // abandoned by its caller
+		}
+		if err := r.ctx.Err(); err != nil {
+			s.expired.Add(1)
+			r.done <- fmt.Errorf("store write: %w", err)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	start := time.Now()
+	errs := make([]error, len(live))
+	events, err := s.runBatch(live, errs)
+	if err != nil {
+		s.log.Error("write batch failed", "writes", len(live), "err", err)
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	} else {
+		s.commits.Add(1)
+	}
+	d := time.Since(start)
+	var failed uint64
+	for i, r := range live {
+		if errs[i] != nil {
+			failed++
+		}
+		r.done <- errs[i]
+	}
+	s.failed.Add(failed)
+	if err == nil {
+		s.writes.Add(uint64(len(live)) - failed)
+		if s.opts.OnCommit != nil {
+			s.opts.OnCommit(len(live), d)
+		}
+		if events > 0 {
+			select {
+			case s.notify <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// runBatch begins a transaction, runs each request in a savepoint, and
+// commits. errs receives each request's own error; the returned error is
+// one that sank the whole transaction (then nothing was written). events
+// counts the outbox rows of the requests that stayed in.
+func (s *Store) runBatch(live []*request, errs []error) (events int, err error) {
+	st := s.st
+	if _, err := st.begin.Exec(); err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			if _, rbErr := st.rollback.Exec(); rbErr != nil {
+				s.log.Debug("rollback after failed batch", "err", rbErr)
+			}
+		}
+	}()
+	tx := &Tx{s: s}
+	for i, r := range live {
+		if _, err := st.savepoint.Exec(); err != nil {
+			return 0, fmt.Errorf("savepoint: %w", err)
+		}
+		tx.events = 0
+		ferr := callFn(r.fn, tx)
+		if ferr != nil {
+			errs[i] = ferr
+			// A failure may have rolled the whole transaction back
+			// already (SQLITE_FULL, IOERR, ...); then ROLLBACK TO fails
+			// and the batch fails with it.
+			if _, err := st.rollbackTo.Exec(); err != nil {
+				return 0, fmt.Errorf("roll back failed write (%v): %w", ferr, err)
+			}
+		} else {
+			events += tx.events
+		}
+		if _, err := st.release.Exec(); err != nil {
+			return 0, fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if _, err := st.commit.Exec(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	return events, nil
+}
+
+// callFn runs fn, turning a panic into that request's error so one bad
+// write cannot stop the writer.
+func callFn(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store write panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}
