@@ -145,4 +145,3 @@ func isUUID(s string) bool {
 	}
 	return true
 }
-
