@@ -1,0 +1,507 @@
+package receiver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/time/rate"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultPath         = "/webhooks/orders"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultAckBudget    = 2 * time.Second
+)
+
+// Poll hints read from unverified bodies are limited to this rate, so that a
+// flood of forged webhooks cannot keep the store's writer busy with them.
+const (
+	pollHintRate  = 10
+	pollHintBurst = 50
+)
+
+// Config is the receiver's part of the configuration. Zero values take the
+// defaults above.
+type Config struct {
+	// Path is the URL path webhooks are posted to.
+	Path string
+	// AllowedIPs lists the networks webhooks may come from; empty allows
+	// every address.
+	AllowedIPs []netip.Prefix
+	// TrustedProxies lists the reverse proxies whose X-Forwarded-For is
+	// believed. A request from any other peer is judged by the peer's own
+	// address.
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes caps the body; a longer one is answered 413.
+	MaxBodyBytes int64
+	// AckBudget bounds the time from receiving a request to the store's
+	// commit; past it the answer is 503 so the provider retries.
+	AckBudget time.Duration
+}
+
+// Store is what the handler needs of the store: the one write path for
+// order states, the quarantine for signed bodies that are not orders, and
+// a way to ask the reconciler to poll an order.
+type Store interface {
+	Apply(ctx context.Context, obs store.Observation) (store.Result, error)
+	Quarantine(ctx context.Context, q store.QuarantinedWebhook) error
+	MarkForPoll(ctx context.Context, merchantOrderID, reason string) error
+}
+
+// Verifier checks a webhook's Signature header against its raw body.
+type Verifier interface {
+	Verify(body []byte, signature string) error
+}
+
+// Deps are the handler's collaborators. Store and Verifier are required;
+// Logger defaults to discarding, Now to time.Now, and a nil Metrics records
+// nothing.
+type Deps struct {
+	Store    Store
+	Verifier Verifier
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Metrics  *Metrics
+}
+
+// Handler is the webhook endpoint. It is safe for concurrent use, and its
+// verifier and address lists may be replaced while it serves.
+type Handler struct {
+	path    string
+	maxBody int64
+	budget  time.Duration
+	store   Store
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *Metrics
+	hints   *rate.Limiter
+
+	verifier atomic.Pointer[verifierBox]
+	allowed  atomic.Pointer[[]netip.Prefix]
+	trusted  atomic.Pointer[[]netip.Prefix]
+}
+
+// verifierBox lets an interface value live behind an atomic.Pointer.
+type verifierBox struct{ v Verifier }
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns the webhook handler. It panics when deps.Store is nil, which is
+// a wiring mistake rather than a run-time condition.
+func New(cfg Config, deps Deps) *Handler {
+	if deps.Store == nil {
+		panic("receiver: New needs a Store")
+	}
+	h := &Handler{
+		path:    cfg.Path,
+		maxBody: cfg.MaxBodyBytes,
+		budget:  cfg.AckBudget,
+		store:   deps.Store,
+		log:     deps.Logger,
+		now:     deps.Now,
+		metrics: deps.Metrics,
+		hints:   rate.NewLimiter(pollHintRate, pollHintBurst),
+	}
+	if h.path == "" {
+		h.path = DefaultPath
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.budget <= 0 {
+		h.budget = DefaultAckBudget
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.log = h.log.With("component", "receiver")
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.SetVerifier(deps.Verifier)
+	h.SetAllowedIPs(cfg.AllowedIPs)
+	h.SetTrustedProxies(cfg.TrustedProxies)
+	return h
+}
+
+// SetVerifier replaces the signature verifier, for example after the
+// provider's public keys were reloaded. Requests already past the signature
+// check are not affected. With a nil verifier every delivery is answered
+// 503, so the provider retries until keys are configured again.
+func (h *Handler) SetVerifier(v Verifier) {
+	if v == nil {
+		h.verifier.Store(nil)
+		return
+	}
+	h.verifier.Store(&verifierBox{v: v})
+}
+
+// SetAllowedIPs replaces the networks webhooks may come from; empty allows
+// every address.
+func (h *Handler) SetAllowedIPs(prefixes []netip.Prefix) {
+	p := normalizePrefixes(prefixes)
+	h.allowed.Store(&p)
+}
+
+// SetTrustedProxies replaces the proxies whose X-Forwarded-For is believed.
+func (h *Handler) SetTrustedProxies(prefixes []netip.Prefix) {
+	p := normalizePrefixes(prefixes)
+	h.trusted.Store(&p)
+}
+
+// reply is the handler's decision about one request: what to answer, what
+// to count and what to log.
+type reply struct {
+	code    int
+	outcome string
+	// detail is told to the sender; reason only to the log.
+	detail     string
+	reason     string
+	retryAfter string
+	level      slog.Level
+
+	remote          string
+	size            int
+	orderID         string
+	merchantOrderID string
+	// unverified marks a merchantOrderID read from a body whose signature
+	// did not verify.
+	unverified bool
+	change     store.Outcome
+	eventID    string
+}
+
+// ServeHTTP checks, stores and answers one webhook delivery.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rp := h.handle(w, r, start)
+	writeReply(w, &rp)
+	latency := time.Since(start)
+	h.metrics.observe(rp.outcome, latency)
+	h.logDelivery(r.Context(), &rp, latency)
+}
+
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request, start time.Time) reply {
+	rp := reply{remote: r.RemoteAddr, level: slog.LevelWarn}
+	if r.Method != http.MethodPost {
+		rp.code, rp.outcome, rp.detail = http.StatusMethodNotAllowed, OutcomeBadMethod, "only POST is allowed"
+		return rp
+	}
+	if r.URL.Path != h.path {
+		rp.code, rp.outcome, rp.detail = http.StatusNotFound, OutcomeNotFound, "no webhook endpoint at this path"
+		return rp
+	}
+
+	client, ok := clientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), *h.trusted.Load())
+	if ok {
+		rp.remote = client.String()
+	}
+	if allowed := *h.allowed.Load(); len(allowed) > 0 && (!ok || !contains(allowed, client)) {
+		rp.code, rp.outcome, rp.detail = http.StatusForbidden, OutcomeForbidden, "source address is not allowed"
+		if !ok {
+			rp.reason = "source address cannot be determined from the peer and X-Forwarded-For"
+		}
+		return rp
+	}
+
+	body, err := readBody(w, r, h.maxBody)
+	rp.size = len(body)
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			rp.code, rp.outcome = http.StatusRequestEntityTooLarge, OutcomeTooLarge
+			rp.detail = "body is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
+			return rp
+		}
+		rp.code, rp.outcome, rp.detail = http.StatusBadRequest, OutcomeBadRequest, "body could not be read"
+		rp.reason = err.Error()
+		return rp
+	}
+
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(h.budget))
+	defer cancel()
+
+	vb := h.verifier.Load()
+	if vb == nil {
+		rp.code, rp.outcome, rp.retryAfter = http.StatusServiceUnavailable, OutcomeUnavailable, "5"
+		rp.detail, rp.level = "no signature keys are configured", slog.LevelError
+		return rp
+	}
+	sig := r.Header.Get("Signature")
+	if err := vb.v.Verify(body, sig); err != nil {
+		rp.code, rp.outcome = http.StatusUnauthorized, OutcomeBadSig
+		rp.detail, rp.reason = signatureProblem(err), err.Error()
+		h.hintPoll(ctx, body, &rp)
+		return rp
+	}
+
+	if len(body) == 0 {
+		// Nothing to keep; a retry of the same nothing cannot succeed.
+		rp.code, rp.outcome, rp.detail = http.StatusBadRequest, OutcomeBadRequest, "body is empty"
+		return rp
+	}
+	if !utf8.Valid(body) {
+		return h.quarantine(ctx, r, body, rp, "body is not valid UTF-8")
+	}
+	order, err := provider.DecodeOrder(body)
+	if err != nil {
+		return h.quarantine(ctx, r, body, rp, err.Error())
+	}
+	rp.orderID, rp.merchantOrderID = order.ID, order.MerchantOrderID
+
+	res, err := h.store.Apply(ctx, store.Observation{
+		Source:     store.SourceWebhook,
+		Order:      order,
+		Raw:        body,
+		Delivery:   &store.Delivery{Header: r.Header, RemoteAddr: rp.remote},
+		ObservedAt: h.now(),
+	})
+	if errors.Is(err, store.ErrConflict) {
+		// The body contradicts an identity the store holds (say, a known
+		// merchantOrderId with another provider id): signed, so kept, but
+		// not applied.
+		return h.quarantine(ctx, r, body, rp, err.Error())
+	}
+	if err != nil {
+		return storeFailure(r, rp, err)
+	}
+	rp.code, rp.level, rp.change, rp.eventID = http.StatusOK, slog.LevelInfo, res.Outcome, res.EventID
+	switch res.Outcome {
+	case store.OutcomeDuplicate:
+		rp.outcome = OutcomeDuplicate
+	case store.OutcomeStale:
+		rp.outcome = OutcomeStale
+	default:
+		rp.outcome = OutcomeAccepted
+	}
+	return rp
+}
+
+// quarantine keeps a signed body that is not a usable order and acknowledges
+// it: retrying cannot make it parse, and people can inspect it where it is
+// kept. The store marks the order it names, if any, for polling in the same
+// transaction, so the order's real state is still learned.
+func (h *Handler) quarantine(ctx context.Context, r *http.Request, body []byte, rp reply, reason string) reply {
+	ids := peekIDs(body)
+	rp.orderID, rp.merchantOrderID = ids.ID, ids.MerchantOrderID
+	err := h.store.Quarantine(ctx, store.QuarantinedWebhook{
+		Raw:             body,
+		Header:          r.Header,
+		RemoteAddr:      rp.remote,
+		Reason:          reason,
+		OrderID:         ids.ID,
+		MerchantOrderID: ids.MerchantOrderID,
+		ReceivedAt:      h.now(),
+	})
+	if err != nil {
+		rp.reason = "quarantine: " + reason
+		return storeFailure(r, rp, err)
+	}
+	rp.code, rp.outcome, rp.level, rp.reason = http.StatusOK, OutcomeQuarantined, slog.LevelError, reason
+	return rp
+}
+
+// hintPoll asks the store to have the reconciler poll the order an
+// unverified body names. A bad signature may be the provider's key
+// rotation; the poll asks the provider itself, so a forged hint is
+// harmless. Nothing else of the body is used.
+func (h *Handler) hintPoll(ctx context.Context, body []byte, rp *reply) {
+	moid := peekIDs(body).MerchantOrderID
+	if moid == "" {
+		return
+	}
+	rp.merchantOrderID, rp.unverified = moid, true
+	if !h.hints.Allow() {
+		rp.reason += "; poll hint dropped by rate limit"
+		return
+	}
+	if err := h.store.MarkForPoll(ctx, moid, "webhook with a signature that did not verify"); err != nil {
+		rp.reason += "; mark for poll: " + err.Error()
+	}
+}
+
+// storeFailure maps a failed commit to 503: the provider retries, and a
+// retry of a commit that landed late is recognised as a duplicate.
+func storeFailure(r *http.Request, rp reply, err error) reply {
+	rp.code = http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrOverloaded) ||
+		errors.Is(err, store.ErrUnconfirmed):
+		rp.outcome, rp.retryAfter, rp.level = OutcomeOverloaded, "1", slog.LevelWarn
+		rp.detail = "the delivery could not be stored in time; retry"
+	case r.Context().Err() != nil:
+		rp.outcome, rp.retryAfter, rp.level = OutcomeUnavailable, "1", slog.LevelWarn
+		rp.detail = "the request was cancelled before the delivery was stored"
+	default:
+		rp.outcome, rp.retryAfter, rp.level = OutcomeUnavailable, "5", slog.LevelError
+		rp.detail = "the delivery could not be stored; retry"
+	}
+	if rp.reason != "" {
+		rp.reason += ": "
+	}
+	rp.reason += err.Error()
+	return rp
+}
+
+// signatureProblem tells the sender what was wrong with its Signature
+// header, in words that reveal nothing about the keys.
+func signatureProblem(err error) string {
+	switch {
+	case errors.Is(err, provider.ErrNoSignature):
+		return "Signature header is missing"
+	case errors.Is(err, provider.ErrMalformedSignature):
+		return "Signature header is not a base64 signature"
+	default:
+		return "Signature header does not verify against the body"
+	}
+}
+
+// readBody reads the whole body, at most limit bytes. A body longer than
+// limit yields *http.MaxBytesError, also when its Content-Length says so
+// before anything is read.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	size := r.ContentLength
+	if size < 0 {
+		size = 512
+	}
+	// One byte more than announced, so the read that meets EOF needs no
+	// reallocation.
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// orderIDs are the identifiers read from a body that is not (or not yet)
+// trusted as an order.
+type orderIDs struct {
+	ID              string
+	MerchantOrderID string
+}
+
+// peekIDs reads id and merchantOrderId from a top-level JSON object when
+// they are plausible identifiers, and nothing else. Any problem yields
+// empty strings.
+func peekIDs(body []byte) orderIDs {
+	var raw struct {
+		ID              json.RawMessage `json:"id"`
+		MerchantOrderID json.RawMessage `json:"merchantOrderId"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return orderIDs{}
+	}
+	return orderIDs{ID: plausibleID(raw.ID), MerchantOrderID: plausibleID(raw.MerchantOrderID)}
+}
+
+// plausibleID returns the JSON string in raw when it looks like an
+// identifier: non-empty, at most 256 bytes, valid UTF-8 without control
+// characters.
+func plausibleID(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return ""
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == utf8.RuneError {
+			return ""
+		}
+	}
+	return s
+}
+
+// Answers without detail are the same bytes every time.
+var plainBodies = func() map[string][]byte {
+	m := make(map[string][]byte, len(allOutcomes))
+	for _, o := range allOutcomes {
+		m[o] = []byte(`{"status":"` + o + `"}` + "\n")
+	}
+	return m
+}()
+
+var (
+	contentTypeJSON = []string{"application/json"}
+	allowPost       = []string{http.MethodPost}
+	noSniff         = []string{"nosniff"}
+)
+
+func writeReply(w http.ResponseWriter, rp *reply) {
+	hdr := w.Header()
+	hdr["Content-Type"] = contentTypeJSON
+	hdr["X-Content-Type-Options"] = noSniff
+	if rp.code == http.StatusMethodNotAllowed {
+		hdr["Allow"] = allowPost
+	}
+	if rp.retryAfter != "" {
+		hdr.Set("Retry-After", rp.retryAfter)
+	}
+	body := plainBodies[rp.outcome]
+	if rp.detail != "" || body == nil {
+		// Marshalling two strings cannot fail.
+		body, _ = json.Marshal(struct {
+			Status string `json:"status"`
+			Error  string `json:"error,omitempty"`
+		}{rp.outcome, rp.detail})
+		body = append(body, '\n')
+	}
+	w.WriteHeader(rp.code)
+	// A failed write means the sender is gone; its retry is answered anew.
+	_, _ = w.Write(body)
+}
+
+func (h *Handler) logDelivery(ctx context.Context, rp *reply, latency time.Duration) {
+	if !h.log.Enabled(ctx, rp.level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
+		slog.Int("status", rp.code),
+		slog.String("outcome", rp.outcome),
+		slog.String("order_id", rp.orderID),
+		slog.String("merchant_order_id", rp.merchantOrderID),
+		slog.Duration("latency", latency),
+		slog.String("remote", rp.remote),
+		slog.Int("bytes", rp.size),
+	)
+	if rp.unverified {
+		attrs = append(attrs, slog.Bool("unverified", true))
+	}
+	if rp.change != "" {
+		attrs = append(attrs, slog.String("change", string(rp.change)))
+	}
+	if rp.eventID != "" {
+		attrs = append(attrs, slog.String("event_id", rp.eventID))
+	}
+	if rp.reason != "" {
+		attrs = append(attrs, slog.String("reason", rp.reason))
+	}
+	h.log.LogAttrs(ctx, rp.level, "webhook", attrs...)
+}

@@ -1,0 +1,127 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Server timeouts used for the zero values of ServerConfig. They keep slow
+// or stuck clients from pinning connections: a sender has 5 s for its
+// headers and 10 s for the whole request, the answer (which waits at most
+// the ack budget for the store) must be written within 15 s, and an idle
+// keep-alive connection is closed after 60 s.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 15 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// ServerConfig configures the webhook listener. Zero durations and sizes
+// take the defaults above.
+type ServerConfig struct {
+	// Addr is the TCP address to listen on, such as ":8080" or
+	// "127.0.0.1:0".
+	Addr              string
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+}
+
+// Server runs a handler on its own listener. Start binds and serves; Close
+// stops accepting, lets requests in flight finish, and waits for the
+// serving goroutine.
+type Server struct {
+	srv  *http.Server
+	log  *slog.Logger
+	ln   net.Listener
+	done chan struct{}
+	err  error
+}
+
+// NewServer returns a server for h with the timeouts of cfg. It does not
+// listen until Start.
+func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "receiver")
+	or := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	maxHeader := cfg.MaxHeaderBytes
+	if maxHeader <= 0 {
+		maxHeader = DefaultMaxHeaderBytes
+	}
+	return &Server{
+		log: logger,
+		srv: &http.Server{
+			Addr:              cfg.Addr,
+			Handler:           h,
+			ReadHeaderTimeout: or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+			ReadTimeout:       or(cfg.ReadTimeout, DefaultReadTimeout),
+			WriteTimeout:      or(cfg.WriteTimeout, DefaultWriteTimeout),
+			IdleTimeout:       or(cfg.IdleTimeout, DefaultIdleTimeout),
+			MaxHeaderBytes:    maxHeader,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		},
+	}
+}
+
+// Start listens on the configured address and serves in a goroutine that
+// Close stops.
+func (s *Server) Start() error {
+	if s.done != nil {
+		return errors.New("receiver server already started")
+	}
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.srv.Addr, err)
+	}
+	s.ln = ln
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.err = err
+			s.log.Error("webhook listener stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	s.log.Info("webhook listener started", "addr", ln.Addr().String())
+	return nil
+}
+
+// Addr returns the address the server listens on, with the port the system
+// chose for ":0"; empty before Start.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Close stops accepting connections and waits for requests in flight, so
+// that every commit under way is answered. When ctx ends first, the
+// remaining connections are closed.
+func (s *Server) Close(ctx context.Context) error {
+	if s.done == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("shut down webhook listener: %w", err), s.srv.Close())
+	}
+	<-s.done
+	return errors.Join(err, s.err)
+}

@@ -1,0 +1,193 @@
+package receiver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/receiver"
+)
+
+func startServer(t *testing.T, cfg receiver.ServerConfig, h http.Handler) *receiver.Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	srv := receiver.NewServer(cfg, h, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	return srv
+}
+
+func postHTTP(t *testing.T, client *http.Client, url string, body []byte, sig string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Signature", sig)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestServer_Start: the handler serves over real HTTP on the bound address.
+func TestServer_Start(t *testing.T) {
+	f := newFixture(t, receiver.Config{AllowedIPs: prefixes(t, "127.0.0.0/8")})
+	srv := startServer(t, receiver.ServerConfig{}, f.handler)
+	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") || strings.HasSuffix(srv.Addr(), ":0") {
+		t.Fatalf("Addr = %q, want the bound loopback port", srv.Addr())
+	}
+	url := "http://" + srv.Addr() + receiver.DefaultPath
+	body := newOrder(1, "completed").JSON()
+	code, answer := postHTTP(t, http.DefaultClient, url, body, sign(t, f.key, body))
+	if code != http.StatusOK || !strings.Contains(answer, `"status":"accepted"`) {
+		t.Fatalf("answer = %d %s", code, answer)
+	}
+	code, _ = postHTTP(t, http.DefaultClient, url, body, "")
+	if code != http.StatusUnauthorized {
+		t.Fatalf("unsigned answer = %d, want 401", code)
+	}
+	if n := f.count("deliveries", ""); n != 1 {
+		t.Errorf("deliveries = %d, want 1", n)
+	}
+
+	second := receiver.NewServer(receiver.ServerConfig{Addr: srv.Addr()}, f.handler, nil)
+	if err := second.Start(); err == nil {
+		second.Close(t.Context())
+		t.Fatal("a second server started on a taken address")
+	}
+}
+
+// TestServer_Timeouts: clients that stall cannot keep a connection.
+func TestServer_Timeouts(t *testing.T) {
+	f := newFixture(t, receiver.Config{})
+	srv := startServer(t, receiver.ServerConfig{
+		ReadHeaderTimeout: 200 * time.Millisecond,
+		ReadTimeout:       400 * time.Millisecond,
+		IdleTimeout:       300 * time.Millisecond,
+	}, f.handler)
+
+	tests := []struct {
+		name  string
+		write func(c net.Conn) error
+	}{
+		{
+			name: "headers never finished",
+			write: func(c net.Conn) error {
+				_, err := io.WriteString(c, "POST /webhooks/orders HTTP/1.1\r\nHost: x\r\n")
+				return err
+			},
+		},
+		{
+			name: "body never finished",
+			write: func(c net.Conn) error {
+				_, err := io.WriteString(c, "POST /webhooks/orders HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"id\":")
+				return err
+			},
+		},
+		{
+			name: "idle keep-alive connection",
+			write: func(c net.Conn) error {
+				_, err := io.WriteString(c, "GET /webhooks/orders HTTP/1.1\r\nHost: x\r\n\r\n")
+				return err
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := tt.write(c); err != nil {
+				t.Fatal(err)
+			}
+			// The server must close the connection well before this
+			// deadline; reading whatever it answers until then.
+			start := time.Now()
+			if err := c.SetReadDeadline(start.Add(3 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.Copy(io.Discard, bufio.NewReader(c))
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("connection still open after %v", time.Since(start))
+			}
+		})
+	}
+	if got := f.orderData(); got != noOrderData {
+		t.Errorf("stored: %s", got)
+	}
+}
+
+// TestServer_Close: a request in flight when the server closes is still
+// answered, and Close waits for it.
+func TestServer_Close(t *testing.T) {
+	f := newFixture(t, receiver.Config{AckBudget: 500 * time.Millisecond})
+	srv := receiver.NewServer(receiver.ServerConfig{Addr: "127.0.0.1:0"}, f.handler, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lock := holdWriteLock(t, f.dbPath)
+
+	body := newOrder(1, "completed").JSON()
+	url := "http://" + srv.Addr() + receiver.DefaultPath
+	type answer struct {
+		code int
+		err  error
+	}
+	sig := sign(t, f.key, body)
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		resp.Body.Close()
+		done <- answer{code: resp.StatusCode}
+	}()
+	// Wait until the request is inside the handler, blocked on the store.
+	time.Sleep(150 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	select {
+	case a := <-done:
+		if a.err != nil || a.code != http.StatusServiceUnavailable {
+			t.Fatalf("in-flight request: code %d, err %v; want 503", a.code, a.err)
+		}
+	default:
+		t.Fatal("Close returned before the in-flight request was answered")
+	}
+	lock.release()
+	if _, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
+		t.Error("server still accepts connections after Close")
+	}
+}
