@@ -24,6 +24,8 @@ type order struct {
 	returnURL  string
 	requisite  *requisite
 	refunds    map[string]bool // refund transaction id → full refund
+	// delivered is closed when the order's latest webhook delivery ends.
+	delivered chan struct{}
 }
 
 // requisite is the fake's record of one client requisite.

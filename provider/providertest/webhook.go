@@ -89,7 +89,19 @@ func (s *Server) notifyLocked(ord *order, kind WebhookKind, prev []byte) {
 		stale = prev
 	}
 	moid, status := ord.o.MerchantOrderID, ord.o.Status
+	// Deliveries of one order go out one after another, in the order its
+	// states happened; Options.OutOfOrder is the way to disturb that.
+	prevDone, done := ord.delivered, make(chan struct{})
+	ord.delivered = done
 	s.goLocked(true, func() {
+		defer close(done)
+		if prevDone != nil {
+			select {
+			case <-prevDone:
+			case <-s.ctx.Done():
+				return
+			}
+		}
 		s.deliver(url, body, kind, moid, status)
 		if duplicate {
 			s.deliver(url, body, WebhookDuplicate, moid, status)
