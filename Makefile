@@ -1,0 +1,79 @@
+# The few targets a contributor types. "make test" is the test command of
+# the README and of CI (.ci/run).
+
+GO        ?= go
+PKGS      ?= ./...
+# Bound on each package's test binary; the whole suite stays well below.
+TEST_TIMEOUT ?= 10m
+# go test -bench duration per benchmark; keep it short on a 2-core machine.
+BENCHTIME ?= 1s
+# Highest acceptable "systemd-analyze security" exposure, times ten.
+SECURITY_THRESHOLD ?= 20
+STATICCHECK_VERSION := v0.8.2
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+# Debian packages the tests and checks use, as PACKAGE:COMMAND: openssl for
+# signature interop, nats-server and chromium for the end-to-end and HTML
+# tests, systemd for systemd-analyze.
+DEBIAN_PACKAGES := openssl:openssl nats-server:nats-server chromium:chromium \
+	systemd:systemd-analyze ca-certificates
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+.PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
+	sandbox build install clean
+
+## test: install missing Debian packages (as root with apt), check formatting,
+## go vet, go test -race, and verify the systemd unit against a built binary.
+test: deps fmt-check vet gotest systemd-verify
+
+deps:
+	@.ci/install-deps $(DEBIAN_PACKAGES)
+
+fmt-check:
+	@out=$$(gofmt -l .); \
+	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+gotest:
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+systemd-verify: build
+	@.ci/systemd-verify bin/orderd $(SECURITY_THRESHOLD)
+
+## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
+lint: fmt-check vet staticcheck
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+## bench: every benchmark once for BENCHTIME, with allocations.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## sandbox: orderd on loopback with a fake provider and demo traffic.
+sandbox:
+	$(GO) run ./cmd/orderd sandbox
+
+## build: bin/orderd with the version and commit stamped in.
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/orderd ./cmd/orderd
+
+## install: the binary, the systemd unit, and the example config (only when
+## /etc/orderd/config.yaml does not exist yet).
+install: build
+	install -D -m 0755 bin/orderd $(DESTDIR)$(PREFIX)/bin/orderd
+	install -D -m 0644 systemd/orderd.service $(DESTDIR)/etc/systemd/system/orderd.service
+	@if [ ! -e $(DESTDIR)/etc/orderd/config.yaml ]; then \
+		install -D -m 0644 config.example.yaml $(DESTDIR)/etc/orderd/config.yaml; \
+		echo "installed $(DESTDIR)/etc/orderd/config.yaml from config.example.yaml: edit it"; \
+	fi
+
+clean:
+	rm -rf bin
