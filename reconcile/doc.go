@@ -1,22 +1,86 @@
-// Package reconcile will own orderd's scheduled jobs and finance reports.
-// The jobs repair what webhooks miss and report what cannot be repaired:
+// Package reconcile owns orderd's scheduled jobs: it repairs what webhooks
+// miss and reports what it cannot repair, as findings (the store's findings
+// table, each queuing a reconcile.<kind> event) and as stored run records.
 //
-//   - stale: orders in new or processing whose state has not changed for
-//     reconcile.stale_after are polled with get-status, with per-order
-//     backoff, and become a stuck_order finding after
-//     reconcile.give_up_after;
-//   - doubt: gateway creations left in doubt are settled with get-status
-//     (ORDER_NOT_FOUND proves the order was not created);
-//   - balances: provider balances are snapshotted per currency and their
-//     drift against the orders orderd saw becoming final is explained, the
-//     unexplained rest beyond reconcile.drift_tolerance being a
-//     balance_drift finding;
-//   - requisites: deposits to active requisites are swept for orders no
-//     webhook brought.
+// The jobs:
 //
-// Every answer goes through the store's one write path, exactly like a
-// webhook. Jobs run on robfig/cron schedules in UTC, share one token-bucket
-// rate limit towards the provider, and are idempotent, so "orderd reconcile"
-// beside a running daemon is harmless. Reports (CSV, JSON, HTML) cover a
-// period [from, to) per currency.
+//   - stale (RunStale): orders in new or processing whose last change is
+//     older than StaleAfter and whose next check is due are polled with
+//     get-status, paged by the store's partial index on non-final orders'
+//     next_check_at; then the due watches (orders of quarantined or
+//     unauthenticated webhooks, orders handed over with watch). A check
+//     that changes nothing or fails postpones the order: BackoffBase ×
+//     2^attempts, capped at BackoffMax (1 min doubling to 1 h by default);
+//     the write path resets the counter when the order changes. An order
+//     unchanged for GiveUpAfter becomes a stuck_order finding, resolved by
+//     a later run once the order is final. A watched order the provider
+//     still does not know after GiveUpAfter becomes a watch_not_found
+//     finding; it stays watched.
+//   - doubt (RunDoubt): creations left in doubt, once older than
+//     DoubtMinAge, are settled with get-status by merchantOrderId: found →
+//     created (the order is stored); ORDER_NOT_FOUND → not_created and an
+//     order.not_created event; anything else → backoff, and an
+//     unresolved_creation finding after UnresolvedAfter.
+//   - balances (RunBalances): see below.
+//   - requisites (RunRequisites): every active deposit requisite is paged
+//     through get-orders-list since its last sweep (less an overlap); orders
+//     that no webhook brought are counted in
+//     orderd_requisite_orders_recovered_total.
+//
+// Every answer goes through the store's one write path with source poll, so
+// a change publishes its event exactly like a webhook. Mismatches between a
+// poll and a webhook (amounts, currency, conflicting final statuses) are
+// found by the write path; a poll reporting an older status than a webhook
+// is found here. Either way a final status is never overwritten: the
+// conflict is a mismatch finding with both versions.
+//
+// # Rate and concurrency
+//
+// Every provider call waits on one token bucket (NewLimiter:
+// provider.rate_limit per second, burst provider.rate_burst), which the
+// daemon puts on the provider.Client shared by the reconciler and the
+// gateway, so their calls together never exceed the rate. At most
+// Concurrency calls of a run are in flight; each has the client's timeout.
+//
+// # Balance drift
+//
+// Each balances run stores a snapshot per currency (balance_snapshots) and
+// compares it with an opening snapshot: the previous one, or, while the
+// previous comparison left drift unexplained beyond tolerance, the one
+// where the books last balanced.
+//
+//	actual   = closing − opening
+//	expected = Σ ledger movements placed in (opening, closing]
+//	drift    = actual − expected
+//
+// The ledger (store ledger_movements, derived from every applied order
+// state) holds: completed payins' merchantTargetWallet (credit), completed
+// payouts' merchantSourceWallet (debit: the provider, like its fake, writes
+// the amount taken from the merchant as a positive number, and the
+// absolute value is subtracted) and completed refund transactions' amount
+// (debit). A movement is placed at the provider's completedAt of the
+// transaction behind it, or, without one, when orderd learned the state.
+//
+// The drift is explained by candidates, each with the order ids behind it:
+// completions within BoundaryWindow of either snapshot ("boundary", signed
+// by which side of the snapshot they fall on), orders still processing
+// ("processing", the amount they would move), refunds not final yet
+// ("refund_in_flight") and unsettled creations ("in_doubt"). Explain picks
+// the smallest exact subset (up to four candidates, bounded search), else a
+// greedy non-overshooting selection. The unexplained rest beyond
+// DriftTolerance[currency] opens (or refreshes) a balance_drift finding
+// keyed by currency; a later comparison within tolerance resolves it. Each
+// comparison is stored in balance_drifts with the finding's detail
+// (DriftDetail) for reports and charts.
+//
+// # Runs and schedules
+//
+// Every run is recorded in reconcile_runs (job, start, end, counts, error)
+// and counted in orderd_reconcile_runs_total{job,result} and
+// orderd_reconcile_run_seconds{job}; orderd_reconcile_findings_open{kind}
+// is refreshed after each run. Start schedules the jobs with robfig/cron in
+// UTC ("off" disables one), recovering panics and skipping a run while the
+// previous one still runs; Stop cancels the runs in progress and waits for
+// them. AddJob registers further jobs (the finance report). Jobs are
+// idempotent, so "orderd reconcile" beside a running daemon is harmless.
 package reconcile

@@ -1,0 +1,323 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+// maxPendingCandidates bounds how many pending movements per currency are
+// offered to Explain; beyond it the oldest are used.
+const maxPendingCandidates = 20_000
+
+// RunBalances snapshots the provider's balance per currency and compares
+// each with the ledger of movements orderd has observed:
+//
+//	actual   = closing balance - opening balance
+//	expected = movements placed between the two snapshots
+//	drift    = actual - expected
+//
+// The opening snapshot is the previous one, or, while an earlier
+// comparison left drift unexplained beyond tolerance, the snapshot where
+// the books last balanced, so a movement learned late can still explain
+// it and real missing money keeps showing until it is explained.
+//
+// The drift is then explained (see Explain) by completions near either
+// snapshot, orders still processing, refunds in flight and in-doubt
+// creations. An unexplained rest beyond DriftTolerance opens (or refreshes)
+// a balance_drift finding keyed by currency, which queues a
+// reconcile.balance_drift event; a later comparison within tolerance
+// resolves it. Every comparison is stored in balance_drifts.
+//
+// Counts: ledger_states, currencies, compared, drifting, findings_opened,
+// findings_resolved.
+func (r *Reconciler) RunBalances(ctx context.Context) (Summary, error) {
+	c := newCounts("ledger_states", "currencies", "compared", "drifting", "findings_opened", "findings_resolved")
+	return r.record(ctx, JobBalances, c, func(ctx context.Context, runID int64) error {
+		return r.balances(ctx, runID, c)
+	})
+}
+
+func (r *Reconciler) balances(ctx context.Context, runID int64, c *counts) error {
+	// Bring the ledger up to date before the snapshot, then once more
+	// after it, so the comparison sees everything orderd knew at the time.
+	n, err := r.store.UpdateLedger(ctx, 0)
+	c.add("ledger_states", n)
+	if err != nil {
+		return err
+	}
+	bs, err := r.client.Balances(ctx)
+	if err != nil {
+		return fmt.Errorf("balances: %w", err)
+	}
+	takenAt := r.now()
+	n, err = r.store.UpdateLedger(ctx, 0)
+	c.add("ledger_states", n)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(bs, func(a, b provider.Balance) int { return strings.Compare(a.Currency, b.Currency) })
+	p := r.newProgress(JobBalances, len(bs))
+	var errs []error
+	for _, b := range bs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.add("currencies", 1)
+		if err := r.compare(ctx, runID, b, takenAt, c); err != nil {
+			errs = append(errs, err)
+			r.log.Warn("balance comparison failed", "job", JobBalances, "currency", b.Currency, "err", err)
+		}
+		p.step()
+	}
+	return errors.Join(errs...)
+}
+
+// compare stores the snapshot of one currency and its comparison.
+func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balance, takenAt time.Time, c *counts) error {
+	m, err := b.Money()
+	if err != nil {
+		return fmt.Errorf("balance %s: %w", b.Currency, err)
+	}
+	ccy := strings.ToLower(m.Currency)
+	closing, err := r.store.InsertBalanceSnapshot(ctx, ccy, m.Amount, takenAt, runID)
+	if err != nil {
+		return err
+	}
+	opening, ok, err := r.store.DriftOpening(ctx, closing)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return nil // the first snapshot of this currency
+	}
+	d, err := r.drift(ctx, opening, closing)
+	if err != nil {
+		return err
+	}
+	d.RunID = runID
+	c.add("compared", 1)
+	if !d.WithinTolerance {
+		c.add("drifting", 1)
+	}
+	var opened, resolved bool
+	err = r.store.Write(ctx, func(tx *store.Tx) error {
+		opened, resolved = false, false
+		if _, err := tx.InsertBalanceDrift(d); err != nil {
+			return err
+		}
+		var err error
+		if d.WithinTolerance {
+			resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, ccy)
+		} else {
+			_, opened, err = tx.OpenFinding(store.FindingBalanceDrift, ccy, d.Detail)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record drift of %s: %w", ccy, err)
+	}
+	log := r.log.With("job", JobBalances, "currency", ccy)
+	switch {
+	case opened:
+		c.add("findings_opened", 1)
+		log.Warn("balance drift unexplained", "drift", d.Drift, "unexplained", d.Unexplained, "tolerance", d.Tolerance)
+	case resolved:
+		c.add("findings_resolved", 1)
+		log.Info("balance drift explained", "drift", d.Drift, "explained", d.Explained)
+	default:
+		log.Debug("balance compared", "drift", d.Drift, "unexplained", d.Unexplained)
+	}
+	return nil
+}
+
+// DriftDetail is the detail of a balance_drift finding and of a stored
+// comparison (balance_drifts.detail). Amounts are numeric strings.
+type DriftDetail struct {
+	Currency          string      `json:"currency"`
+	Opening           SnapshotRef `json:"opening"`
+	Closing           SnapshotRef `json:"closing"`
+	Actual            string      `json:"actual"`
+	Expected          string      `json:"expected"`
+	ExpectedMovements int         `json:"expectedMovements"`
+	Drift             string      `json:"drift"`
+	Explained         string      `json:"explained"`
+	Unexplained       string      `json:"unexplained"`
+	Tolerance         string      `json:"tolerance"`
+	WithinTolerance   bool        `json:"withinTolerance"`
+	// Method is how the parts were chosen: exact, partial or none.
+	Method     string `json:"method"`
+	Candidates int    `json:"candidates"`
+	Parts      []Part `json:"parts"`
+}
+
+// SnapshotRef is one balance snapshot in a DriftDetail.
+type SnapshotRef struct {
+	ID      int64     `json:"id"`
+	Amount  string    `json:"amount"`
+	TakenAt time.Time `json:"takenAt"`
+}
+
+// drift computes the comparison between two snapshots of one currency.
+func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot) (store.BalanceDrift, error) {
+	ccy := closing.Currency
+	t0, t1 := opening.TakenAt, closing.TakenAt
+	expected, nMoves, err := r.store.LedgerSum(ctx, ccy, t0, t1)
+	if err != nil {
+		return store.BalanceDrift{}, err
+	}
+	actual := closing.Amount.Sub(opening.Amount)
+	drift := actual.Sub(expected)
+
+	cands, err := r.candidates(ctx, ccy, t0, t1)
+	if err != nil {
+		return store.BalanceDrift{}, err
+	}
+	ex := Explain(drift, cands)
+	tol := r.cfg.DriftTolerance[ccy]
+	within := ex.Unexplained.Abs().LessThanOrEqual(tol)
+
+	det := DriftDetail{
+		Currency:          ccy,
+		Opening:           SnapshotRef{opening.ID, provider.FormatAmount(opening.Amount), t0},
+		Closing:           SnapshotRef{closing.ID, provider.FormatAmount(closing.Amount), t1},
+		Actual:            formatSigned(actual),
+		Expected:          formatSigned(expected),
+		ExpectedMovements: nMoves,
+		Drift:             formatSigned(drift),
+		Explained:         formatSigned(ex.Explained),
+		Unexplained:       formatSigned(ex.Unexplained),
+		Tolerance:         formatSigned(tol),
+		WithinTolerance:   within,
+		Method:            ex.Method,
+		Candidates:        len(cands),
+		Parts:             ex.Parts,
+	}
+	if det.Parts == nil {
+		det.Parts = []Part{}
+	}
+	raw, err := json.Marshal(det)
+	if err != nil {
+		return store.BalanceDrift{}, fmt.Errorf("drift detail: %w", err)
+	}
+	return store.BalanceDrift{
+		Currency: ccy, Opening: opening, Closing: closing,
+		Actual: actual, Expected: expected, Drift: drift,
+		Explained: ex.Explained, Unexplained: ex.Unexplained,
+		Tolerance: tol, WithinTolerance: within,
+		Detail: raw, ComputedAt: r.now(),
+	}, nil
+}
+
+// candidates collects what may explain a drift of currency between t0 and
+// t1.
+//
+// Boundary: a movement placed within BoundaryWindow of a snapshot may sit
+// on the other side of it in the provider's books. Placed just after the
+// opening (counted as expected, but perhaps already in the opening
+// balance) or just before the closing (counted, but perhaps not yet in the
+// closing balance) it contributes minus its amount; placed just before the
+// opening (not counted, perhaps not yet in the opening balance) or just
+// after the closing (not counted, perhaps already in the closing balance)
+// it contributes its amount.
+//
+// Pending: an order still processing or a refund in flight may already be
+// in the provider's balance, contributing the amount it would move.
+// Unsettled creations likewise, unless their order is already known.
+func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time) ([]Candidate, error) {
+	w := r.cfg.BoundaryWindow
+	var cands []Candidate
+	known := map[string]bool{}
+	if w > 0 {
+		// One pass over each snapshot's window; a movement is attributed to
+		// the nearer snapshot when the windows overlap.
+		type window struct {
+			from, to time.Time
+			snap     time.Time
+			name     string
+		}
+		mid := t0.Add(t1.Sub(t0) / 2)
+		seen := map[string]bool{}
+		for _, win := range []window{
+			{t0.Add(-w - time.Millisecond), minTime(t0.Add(w), mid), t0, "opening"},
+			{maxTime(t1.Add(-w), mid), t1.Add(w), t1, "closing"},
+		} {
+			moves, err := r.store.LedgerMovements(ctx, ccy, win.from, win.to)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range moves {
+				key := m.ProviderOrderID + "/" + m.EntryKey
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				after := m.PlacedAt.After(win.snap)
+				amount, note := m.Amount, ""
+				switch {
+				case after && win.name == "opening":
+					amount, note = amount.Neg(), "placed just after the opening snapshot"
+				case !after && win.name == "opening":
+					note = "placed just before the opening snapshot"
+				case !after && win.name == "closing":
+					amount, note = amount.Neg(), "placed just before the closing snapshot"
+				default:
+					note = "placed just after the closing snapshot"
+				}
+				cands = append(cands, Candidate{Kind: PartBoundary, Amount: amount, Ref: PartOrder{
+					OrderID: m.ProviderOrderID, MerchantOrderID: m.MerchantOrderID, Entry: m.Kind,
+					At: m.PlacedAt, Note: note,
+				}})
+			}
+		}
+	}
+	pending, err := r.store.PendingMovements(ctx, ccy, maxPendingCandidates)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pending {
+		kind, entry := PartProcessing, "order"
+		if p.Kind == store.PendingRefundInFlight {
+			kind, entry = PartRefundInFlight, "refund"
+		}
+		known[p.MerchantOrderID] = true
+		cands = append(cands, Candidate{Kind: kind, Amount: p.Amount, Ref: PartOrder{
+			OrderID: p.ProviderOrderID, MerchantOrderID: p.MerchantOrderID, Entry: entry, At: p.Since,
+		}})
+	}
+	creations, err := r.store.UnsettledCreations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range creations {
+		if u.Currency != ccy || (u.Kind != "refund" && known[u.MerchantOrderID]) {
+			continue
+		}
+		cands = append(cands, Candidate{Kind: PartInDoubt, Amount: u.Amount, Ref: PartOrder{
+			MerchantOrderID: u.MerchantOrderID, AttemptID: u.AttemptID, Entry: u.Kind, At: u.CreatedAt,
+			Note: "creation " + u.State,
+		}})
+	}
+	return cands, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

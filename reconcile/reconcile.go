@@ -1,0 +1,527 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+// Job names, as recorded in reconcile_runs, used in metrics and accepted by
+// Run.
+const (
+	JobStale      = "stale"
+	JobDoubt      = "doubt"
+	JobBalances   = "balances"
+	JobRequisites = "requisites"
+	JobReport     = "report"
+	// JobAll runs doubt, stale, requisites and balances in that order.
+	JobAll = "all"
+)
+
+// Off is the schedule that disables a job.
+const Off = "off"
+
+// Defaults for zero Config fields.
+const (
+	DefaultStaleAfter       = 5 * time.Minute
+	DefaultGiveUpAfter      = 24 * time.Hour
+	DefaultDoubtMinAge      = time.Minute
+	DefaultBoundaryWindow   = 10 * time.Second
+	DefaultConcurrency      = 4
+	DefaultUnresolvedAfter  = time.Hour
+	DefaultBackoffBase      = time.Minute
+	DefaultBackoffMax       = time.Hour
+	DefaultRequisiteOverlap = 10 * time.Minute
+	DefaultPageSize         = 500
+)
+
+// Store is what the reconciler needs of orderd's store. *store.Store
+// satisfies it.
+type Store interface {
+	Write(ctx context.Context, fn func(tx *store.Tx) error) error
+	Apply(ctx context.Context, obs store.Observation) (store.Result, error)
+
+	StartReconcileRun(ctx context.Context, job string, at time.Time) (int64, error)
+	FinishReconcileRun(ctx context.Context, id int64, at time.Time, counts map[string]int, runErr string) error
+	OpenFindingCounts(ctx context.Context) (map[string]int, error)
+
+	DueOrders(ctx context.Context, now, changedBefore time.Time, after store.DueCursor, limit int) ([]store.DueOrder, error)
+	CountDueOrders(ctx context.Context, now, changedBefore time.Time) (int, error)
+	ResolveSettledStuckOrders(ctx context.Context) (int, error)
+	DueWatches(ctx context.Context, now time.Time, after store.DueCursor, limit int) ([]store.DueWatch, error)
+
+	DueInDoubtAttempts(ctx context.Context, olderThan, now time.Time, limit int) ([]store.Attempt, error)
+	SettleAttemptCreated(ctx context.Context, id int64, obs store.Observation) error
+	SettleAttemptNotCreated(ctx context.Context, id int64) error
+	PostponeAttempt(ctx context.Context, id int64, next time.Time) error
+
+	UpdateLedger(ctx context.Context, batch int) (int, error)
+	InsertBalanceSnapshot(ctx context.Context, currency string, amount decimal.Decimal, at time.Time, runID int64) (store.BalanceSnapshot, error)
+	DriftOpening(ctx context.Context, closing store.BalanceSnapshot) (store.BalanceSnapshot, bool, error)
+	LedgerSum(ctx context.Context, currency string, from, to time.Time) (decimal.Decimal, int, error)
+	LedgerMovements(ctx context.Context, currency string, from, to time.Time) ([]store.LedgerMovement, error)
+	PendingMovements(ctx context.Context, currency string, limit int) ([]store.PendingMovement, error)
+	UnsettledCreations(ctx context.Context) ([]store.UnsettledCreation, error)
+
+	GatewayRequisites(ctx context.Context) ([]string, error)
+	Requisites(ctx context.Context, activeOnly bool) ([]store.Requisite, error)
+	MarkRequisiteSwept(ctx context.Context, id string, at time.Time, recovered int) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Client is what the reconciler calls at the provider. *provider.Client
+// satisfies it; its Limiter paces every call (see NewLimiter).
+type Client interface {
+	GetStatus(ctx context.Context, merchantOrderID string) (*provider.Order, json.RawMessage, error)
+	Balances(ctx context.Context) ([]provider.Balance, error)
+	RequisiteOrders(ctx context.Context, req provider.RequisiteOrdersRequest) ([]provider.RawOrder, error)
+}
+
+var _ Client = (*provider.Client)(nil)
+
+// Schedules are robfig/cron specs evaluated in UTC ("@every 1m",
+// "0 1 * * *"), or Off. An empty spec is Off too.
+type Schedules struct {
+	Stale      string
+	Doubt      string
+	Balances   string
+	Requisites string
+	// Report is used by the job registered under JobReport with AddJob.
+	Report string
+}
+
+// Progress reports how far a run is: Done of Total items (Total 0 when
+// unknown).
+type Progress struct {
+	Job   string
+	Done  int
+	Total int
+}
+
+// Config configures a Reconciler. Zero fields take the defaults above.
+type Config struct {
+	// StaleAfter: an order in new or processing whose last change is
+	// older than this is polled.
+	StaleAfter time.Duration
+	// GiveUpAfter: an order unchanged for this long gets a stuck_order
+	// finding (it is still polled, with capped backoff); a watch whose
+	// order the provider still does not know after this long gets a
+	// watch_not_found finding.
+	GiveUpAfter time.Duration
+	// DoubtMinAge: an in-doubt creation is settled only once it is this
+	// old, so a create still in flight is not declared absent.
+	DoubtMinAge time.Duration
+	// BoundaryWindow: completions this close to a balance snapshot are the
+	// "boundary" part of a drift explanation.
+	BoundaryWindow time.Duration
+	// Concurrency bounds the provider calls in flight.
+	Concurrency int
+	// DriftTolerance is the unexplained drift allowed per lowercase
+	// currency; a currency not listed allows none.
+	DriftTolerance map[string]decimal.Decimal
+	// UnresolvedAfter: an in-doubt creation still unsettled this long after
+	// it was made gets an unresolved_creation finding.
+	UnresolvedAfter time.Duration
+	// Schedules of the jobs, for Start.
+	Schedules Schedules
+
+	// BackoffBase and BackoffMax shape the per-order (and per-watch,
+	// per-attempt) backoff after a check that changed nothing:
+	// BackoffBase × 2^attempts, at most BackoffMax.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// RequisiteOverlap is how far before its last sweep a requisite's next
+	// sweep starts, so clock skew and late-listed orders are not missed.
+	RequisiteOverlap time.Duration
+	// PageSize is how many rows one due-orders query returns.
+	PageSize int
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the reconciler's log lines; nil discards them.
+	Logger *slog.Logger
+	// Progress, when set, is called as a run advances (one call at a
+	// time). The CLI draws a progress bar with it (see ProgressBar).
+	Progress func(Progress)
+}
+
+// Reconciler runs the reconcile jobs, once (RunStale, RunDoubt,
+// RunBalances, RunRequisites, RunAll) or on their schedules (Start, Stop).
+// It is safe for concurrent use; jobs are idempotent, so two runs side by
+// side (a scheduled one and the CLI) are harmless.
+type Reconciler struct {
+	cfg     Config
+	store   Store
+	client  Client
+	metrics *Metrics
+	log     *slog.Logger
+	now     func() time.Time
+
+	progressMu sync.Mutex
+
+	sched scheduler
+}
+
+// New returns a Reconciler over st, calling the provider through client.
+// metrics may be nil.
+func New(cfg Config, st Store, client Client, metrics *Metrics) *Reconciler {
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.GiveUpAfter <= 0 {
+		cfg.GiveUpAfter = DefaultGiveUpAfter
+	}
+	if cfg.DoubtMinAge <= 0 {
+		cfg.DoubtMinAge = DefaultDoubtMinAge
+	}
+	if cfg.BoundaryWindow < 0 {
+		cfg.BoundaryWindow = 0
+	} else if cfg.BoundaryWindow == 0 {
+		cfg.BoundaryWindow = DefaultBoundaryWindow
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.UnresolvedAfter <= 0 {
+		cfg.UnresolvedAfter = DefaultUnresolvedAfter
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = DefaultBackoffBase
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = DefaultBackoffMax
+	}
+	if cfg.RequisiteOverlap <= 0 {
+		cfg.RequisiteOverlap = DefaultRequisiteOverlap
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tol := make(map[string]decimal.Decimal, len(cfg.DriftTolerance))
+	for k, v := range cfg.DriftTolerance {
+		tol[strings.ToLower(k)] = v.Abs()
+	}
+	cfg.DriftTolerance = tol
+	r := &Reconciler{
+		cfg:     cfg,
+		store:   st,
+		client:  client,
+		metrics: metrics,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+	}
+	r.sched.init(r)
+	return r
+}
+
+// Summary is what one run of a job did.
+type Summary struct {
+	Job        string
+	RunID      int64
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// Counts says what the run did; the keys depend on the job (see the
+	// Run* methods).
+	Counts map[string]int
+	// Error is the run's error, empty on success.
+	Error string
+}
+
+// Duration is how long the run took.
+func (s Summary) Duration() time.Duration { return s.FinishedAt.Sub(s.StartedAt) }
+
+// Run runs one job by name (JobStale, JobDoubt, JobBalances,
+// JobRequisites, or JobAll for all four) and returns the summaries of the
+// runs it made.
+func (r *Reconciler) Run(ctx context.Context, job string) ([]Summary, error) {
+	var fn func(context.Context) (Summary, error)
+	switch job {
+	case JobAll:
+		return r.RunAll(ctx)
+	case JobStale:
+		fn = r.RunStale
+	case JobDoubt:
+		fn = r.RunDoubt
+	case JobBalances:
+		fn = r.RunBalances
+	case JobRequisites:
+		fn = r.RunRequisites
+	default:
+		return nil, fmt.Errorf("unknown job %q (want %s, %s, %s, %s or %s)", job,
+			JobStale, JobDoubt, JobBalances, JobRequisites, JobAll)
+	}
+	s, err := fn(ctx)
+	return []Summary{s}, err
+}
+
+// RunAll runs doubt, stale, requisites and balances once, in that order
+// (settled creations and recovered orders first, so the balance comparison
+// sees them), continuing after a failed job. The error joins the jobs'
+// errors.
+func (r *Reconciler) RunAll(ctx context.Context) ([]Summary, error) {
+	var (
+		out  []Summary
+		errs []error
+	)
+	for _, fn := range []func(context.Context) (Summary, error){r.RunDoubt, r.RunStale, r.RunRequisites, r.RunBalances} {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		s, err := fn(ctx)
+		out = append(out, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// counts is a run's tally, safe for the workers to bump concurrently.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func newCounts(keys ...string) *counts {
+	c := &counts{m: make(map[string]int, len(keys))}
+	for _, k := range keys {
+		c.m[k] = 0
+	}
+	return c
+}
+
+func (c *counts) add(key string, n int) {
+	c.mu.Lock()
+	c.m[key] += n
+	c.mu.Unlock()
+}
+
+func (c *counts) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+// record runs fn as one recorded run of job: a reconcile_runs row before
+// and after, the metrics, and the findings gauge refreshed.
+func (r *Reconciler) record(ctx context.Context, job string, c *counts, fn func(ctx context.Context, runID int64) error) (Summary, error) {
+	s := Summary{Job: job, StartedAt: r.now().UTC()}
+	log := r.log.With("job", job)
+	id, err := r.store.StartReconcileRun(ctx, job, s.StartedAt)
+	if err != nil {
+		s.FinishedAt = r.now().UTC()
+		s.Error = err.Error()
+		s.Counts = c.snapshot()
+		r.metrics.observeRun(job, err, s.Duration())
+		return s, fmt.Errorf("%s: %w", job, err)
+	}
+	s.RunID = id
+	log.Debug("reconcile run started", "run", id)
+	runErr := fn(ctx, id)
+	s.FinishedAt = r.now().UTC()
+	s.Counts = c.snapshot()
+	if runErr != nil {
+		s.Error = runErr.Error()
+	}
+	// The run's own context may be cancelled (shutdown); the record of
+	// how it ended is still written.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.FinishReconcileRun(fctx, id, s.FinishedAt, s.Counts, s.Error); err != nil {
+		log.Warn("record reconcile run", "run", id, "err", err)
+	}
+	r.metrics.observeRun(job, runErr, s.Duration())
+	r.refreshFindings(fctx)
+	if runErr != nil {
+		log.Warn("reconcile run failed", "run", id, "elapsed", s.Duration(), "counts", s.Counts, "err", runErr)
+		return s, fmt.Errorf("%s: %w", job, runErr)
+	}
+	log.Info("reconcile run finished", "run", id, "elapsed", s.Duration(), "counts", s.Counts)
+	return s, nil
+}
+
+// refreshFindings sets the open-findings gauge from the store.
+func (r *Reconciler) refreshFindings(ctx context.Context) {
+	if r.metrics == nil {
+		return
+	}
+	m, err := r.store.OpenFindingCounts(ctx)
+	if err != nil {
+		r.log.Warn("count open findings", "err", err)
+		return
+	}
+	r.metrics.setFindings(m)
+}
+
+// progress reports one step of a run, serialised for the callback.
+type progress struct {
+	r     *Reconciler
+	job   string
+	total int
+	done  atomic.Int64
+}
+
+func (r *Reconciler) newProgress(job string, total int) *progress {
+	p := &progress{r: r, job: job, total: total}
+	p.report(0)
+	return p
+}
+
+func (p *progress) step() { p.report(int(p.done.Add(1))) }
+
+func (p *progress) report(done int) {
+	if p.r.cfg.Progress == nil {
+		return
+	}
+	p.r.progressMu.Lock()
+	defer p.r.progressMu.Unlock()
+	total := p.total
+	if total > 0 && done > total {
+		total = done
+	}
+	p.r.cfg.Progress(Progress{Job: p.job, Done: done, Total: total})
+}
+
+// backoff is the wait after attempts inconclusive checks:
+// BackoffBase × 2^attempts, at most BackoffMax.
+func (r *Reconciler) backoff(attempts int) time.Duration {
+	d := r.cfg.BackoffBase
+	for range max(attempts, 0) {
+		if d >= r.cfg.BackoffMax/2 {
+			return r.cfg.BackoffMax
+		}
+		d *= 2
+	}
+	return min(d, r.cfg.BackoffMax)
+}
+
+// pool runs fn over the items next produces, page by page, on
+// cfg.Concurrency workers; it returns when every item is done or ctx ends,
+// with next's error if it failed. next returns an empty page at the end.
+func pool[T any](ctx context.Context, workers int, next func(ctx context.Context) ([]T, error), fn func(ctx context.Context, item T)) error {
+	items := make(chan T, workers*2)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for it := range items {
+				if ctx.Err() != nil {
+					continue // drain without working
+				}
+				fn(ctx, it)
+			}
+		})
+	}
+	var err error
+feed:
+	for ctx.Err() == nil {
+		page, perr := next(ctx)
+		if perr != nil {
+			err = perr
+			break
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, it := range page {
+			select {
+			case items <- it:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+	}
+	close(items)
+	wg.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// isNotFound reports whether err is the provider's ORDER_NOT_FOUND, which
+// proves an order does not exist.
+func isNotFound(err error) bool { return provider.ErrorCode(err) == provider.CodeOrderNotFound }
+
+// applyPolled applies one polled order inside tx and, when a poll
+// disagrees with what a webhook said about the status (reporting an older
+// status than the stored one), opens a mismatch finding with both
+// versions. Final-status conflicts and amount disagreements are found by
+// the write path itself.
+func applyPolled(tx *store.Tx, obs store.Observation) (store.Result, error) {
+	res, err := tx.ApplyObservation(obs)
+	if err != nil {
+		return res, err
+	}
+	o := obs.Order
+	if res.Outcome != store.OutcomeStale || o.Status == res.Previous ||
+		(o.Status.IsFinal() && res.Previous.IsFinal()) {
+		return res, nil
+	}
+	cur, err := tx.OrderState(o.ID)
+	if err != nil {
+		return res, err
+	}
+	if cur.Source != store.SourceWebhook {
+		return res, nil
+	}
+	detail := mismatchDetail{
+		Reason:          "poll reports an older status than the webhook",
+		OrderID:         o.ID,
+		MerchantOrderID: o.MerchantOrderID,
+		Stored:          mismatchVersion{Source: cur.Source, Status: cur.Status, Order: cur.Raw},
+		Observed:        mismatchVersion{Source: obs.Source, Status: o.Status, Order: json.RawMessage(obs.Raw)},
+	}
+	if _, _, err := tx.OpenFinding(store.FindingMismatch, o.ID, detail); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// mismatchDetail has the shape of the write path's mismatch findings.
+type mismatchDetail struct {
+	Reason          string          `json:"reason"`
+	OrderID         string          `json:"orderId"`
+	MerchantOrderID string          `json:"merchantOrderId"`
+	Stored          mismatchVersion `json:"stored"`
+	Observed        mismatchVersion `json:"observed"`
+}
+
+type mismatchVersion struct {
+	Source store.Source    `json:"source"`
+	Status provider.Status `json:"status"`
+	Order  json.RawMessage `json:"order"`
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

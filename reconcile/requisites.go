@@ -1,0 +1,168 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+// requisitePage is the page size of get-orders-list (the fake's maximum;
+// the spec names none).
+const requisitePage = 100
+
+// maxRequisitePages bounds one requisite's sweep, in case a provider
+// ignores offset and answers the same page forever.
+const maxRequisitePages = 10_000
+
+// RunRequisites sweeps every active deposit requisite: deposits create
+// orders by themselves, and a lost webhook would mean money received that
+// the merchant never credits. For each requisite the sweep pages through
+// client-requisite/get-orders-list from its last sweep (less
+// RequisiteOverlap) to now and feeds every order through the one write
+// path as a poll. Orders that no webhook brought (new to orderd) are
+// counted in orderd_requisite_orders_recovered_total.
+//
+// Requisites are registered with store.Tx.UpsertRequisite (by the gateway
+// and the watch endpoint); those created through the gateway are also
+// picked up from its attempts at the start of each run.
+//
+// Counts: requisites, pages, orders, recovered, changed, errors.
+func (r *Reconciler) RunRequisites(ctx context.Context) (Summary, error) {
+	c := newCounts("requisites", "pages", "orders", "recovered", "changed", "errors")
+	return r.record(ctx, JobRequisites, c, func(ctx context.Context, _ int64) error {
+		return r.requisites(ctx, c)
+	})
+}
+
+func (r *Reconciler) requisites(ctx context.Context, c *counts) error {
+	if err := r.syncGatewayRequisites(ctx); err != nil {
+		return err
+	}
+	list, err := r.store.Requisites(ctx, true)
+	if err != nil {
+		return err
+	}
+	c.add("requisites", len(list))
+	p := r.newProgress(JobRequisites, len(list))
+	now := r.now()
+	var (
+		mu     sync.Mutex
+		failed []string
+		done   bool
+	)
+	next := func(context.Context) ([]store.Requisite, error) {
+		if done {
+			return nil, nil
+		}
+		done = true
+		return list, nil
+	}
+	err = pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, req store.Requisite) {
+		if err := r.sweep(ctx, req, now, c); err != nil && ctx.Err() == nil {
+			c.add("errors", 1)
+			r.log.Warn("requisite sweep failed", "job", JobRequisites, "requisite", req.ID, "err", err)
+			mu.Lock()
+			failed = append(failed, req.ID)
+			mu.Unlock()
+		}
+		p.step()
+	})
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("sweep of %d of %d requisites failed (first: %s)", len(failed), len(list), failed[0])
+	}
+	return nil
+}
+
+// syncGatewayRequisites registers the requisites the gateway created that
+// the sweep does not know yet.
+func (r *Reconciler) syncGatewayRequisites(ctx context.Context) error {
+	ids, err := r.store.GatewayRequisites(ctx)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	known, err := r.store.Requisites(ctx, false)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(known))
+	for _, k := range known {
+		have[k.ID] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return r.store.Write(ctx, func(tx *store.Tx) error {
+		for _, id := range missing {
+			if err := tx.UpsertRequisite(store.Requisite{ID: id, Source: store.RequisiteFromGateway}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sweep pages through one requisite's orders created in [from, to).
+func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Time, c *counts) error {
+	from := req.LastSweptAt
+	if from.IsZero() {
+		from = req.CreatedAt
+	}
+	from = from.Add(-r.cfg.RequisiteOverlap)
+	log := r.log.With("job", JobRequisites, "requisite", req.ID)
+	recovered := 0
+	for page, offset := 0, 0; page < maxRequisitePages; page++ {
+		orders, err := r.client.RequisiteOrders(ctx, provider.RequisiteOrdersRequest{
+			ID: req.ID, CreatedAtFrom: from, CreatedAtTo: to, Limit: requisitePage, Offset: offset,
+		})
+		if err != nil {
+			return fmt.Errorf("list orders from offset %d: %w", offset, err)
+		}
+		c.add("pages", 1)
+		for _, ro := range orders {
+			c.add("orders", 1)
+			var res store.Result
+			err := r.store.Write(ctx, func(tx *store.Tx) error {
+				var err error
+				res, err = applyPolled(tx, store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()})
+				return err
+			})
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				// The order collides with a stored one: nothing was
+				// stored; a retry would collide again, so the sweep goes
+				// on and the log tells a human.
+				c.add("errors", 1)
+				log.Warn("listed order conflicts with a stored order", "merchantOrderId", ro.Order.MerchantOrderID, "err", err)
+			case err != nil:
+				return fmt.Errorf("apply %s: %w", ro.Order.MerchantOrderID, err)
+			case res.Outcome == store.OutcomeNew:
+				recovered++
+				c.add("recovered", 1)
+				r.metrics.recoveredOrder()
+				log.Info("recovered an order no webhook brought", "merchantOrderId", ro.Order.MerchantOrderID,
+					"status", ro.Order.Status, "event", res.EventID)
+			case res.Outcome == store.OutcomeChanged:
+				c.add("changed", 1)
+			}
+		}
+		if len(orders) < requisitePage {
+			return r.store.MarkRequisiteSwept(ctx, req.ID, to, recovered)
+		}
+		offset += len(orders)
+	}
+	return fmt.Errorf("more than %d pages of orders", maxRequisitePages)
+}
