@@ -1,0 +1,807 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AttemptKind says what an attempt asks the provider to do.
+type AttemptKind string
+
+// Attempt kinds.
+const (
+	AttemptPayin               AttemptKind = "payin"
+	AttemptPayout              AttemptKind = "payout"
+	AttemptRefund              AttemptKind = "refund"
+	AttemptRequisite           AttemptKind = "requisite"
+	AttemptRequisiteDeactivate AttemptKind = "requisite_deactivate"
+)
+
+// AttemptState is where an attempt stands.
+type AttemptState string
+
+// Attempt states. pending: committed, the provider is being called;
+// created: the provider did it; rejected: the provider definitely refused
+// (or the request never left orderd); in_doubt: the provider may or may not
+// have done it, get-status must settle it; not_created: get-status proved it
+// was not done, so the same request is safe to send again.
+const (
+	AttemptPending    AttemptState = "pending"
+	AttemptCreated    AttemptState = "created"
+	AttemptRejected   AttemptState = "rejected"
+	AttemptInDoubt    AttemptState = "in_doubt"
+	AttemptNotCreated AttemptState = "not_created"
+)
+
+// Settled reports whether the state is an attempt's last one.
+func (s AttemptState) Settled() bool {
+	return s == AttemptCreated || s == AttemptRejected || s == AttemptNotCreated
+}
+
+// AttemptOrigin says who made the call an attempt stands for.
+type AttemptOrigin string
+
+// Attempt origins: the gateway called the provider itself; a platform that
+// called the provider itself handed an in-doubt creation over with watch.
+const (
+	OriginGateway AttemptOrigin = "gateway"
+	OriginWatch   AttemptOrigin = "watch"
+)
+
+// Attempt is one creation (or requisite action) at the provider, recorded
+// before the provider is called.
+type Attempt struct {
+	ID     int64
+	Kind   AttemptKind
+	Origin AttemptOrigin
+	// MerchantOrderID is the order the attempt creates (payin, payout) or
+	// refunds; empty for requisites.
+	MerchantOrderID string
+	// IdempotencyKey groups the attempts that must not run twice.
+	IdempotencyKey string
+	// Request is the body sent (or to be sent) to the provider.
+	Request json.RawMessage
+	// RequestHash identifies the request whatever its JSON formatting.
+	RequestHash string
+	State       AttemptState
+	// ErrorCode is the provider's code of a rejection.
+	ErrorCode string
+	// Detail says in a few words why an attempt is in doubt or rejected.
+	Detail string
+	// Response is the provider's data for a created attempt, or its error
+	// object for a rejected one; nil otherwise.
+	Response  json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// SettledAt is when the attempt reached created, rejected or
+	// not_created; zero before.
+	SettledAt time.Time
+	// NextCheckAt is when the reconciler may next ask get-status about an
+	// in-doubt attempt.
+	NextCheckAt   time.Time
+	CheckAttempts int
+}
+
+// ErrAttemptConflict is matched (errors.Is) by an *AttemptConflictError.
+var ErrAttemptConflict = errors.New("idempotency key already used with a different request")
+
+// AttemptConflictError is returned by BeginAttempt when the key already
+// belongs to a live attempt with a different request.
+type AttemptConflictError struct {
+	// Existing is the attempt that holds the key.
+	Existing Attempt
+}
+
+func (e *AttemptConflictError) Error() string {
+	return fmt.Sprintf("attempt %d (%s) holds key %q: %v", e.Existing.ID, e.Existing.State,
+		e.Existing.IdempotencyKey, ErrAttemptConflict)
+}
+
+// Is makes errors.Is(err, ErrAttemptConflict) true.
+func (e *AttemptConflictError) Is(target error) bool { return target == ErrAttemptConflict }
+
+// NewAttempt describes an attempt to begin.
+type NewAttempt struct {
+	Kind            AttemptKind
+	Origin          AttemptOrigin
+	MerchantOrderID string
+	IdempotencyKey  string
+	Request         json.RawMessage
+	RequestHash     string
+	// State is AttemptPending for a call about to be made, AttemptInDoubt
+	// for a creation handed over by a platform.
+	State AttemptState
+	// Detail is recorded with the new attempt (why it is in doubt).
+	Detail string
+	// AnyRequest makes any live attempt holding the key count as this one,
+	// whatever its request (a platform's watch refers to an order, not to
+	// a body).
+	AnyRequest bool
+	// RetryRejected says whether an identical repeat of a rejected attempt
+	// is a new attempt: true when the rejection's cause lies outside the
+	// request (the provider or the merchant's account), so that the same
+	// request can succeed later. Nil means never.
+	RetryRejected func(prev Attempt) bool
+}
+
+// BeginAttempt commits a new attempt, unless the idempotency key already
+// has one this request must reuse. In one transaction it reads the latest
+// attempt with the key and decides:
+//   - none, or one that is not_created: a new attempt;
+//   - a rejected one: a new attempt for a different request (a corrected
+//     one) or when RetryRejected says so; otherwise the rejected one;
+//   - a pending, in-doubt or created one: that attempt for an identical
+//     request (or with AnyRequest); an *AttemptConflictError otherwise.
+//
+// It returns the attempt and whether it is new. A new attempt is durable
+// when BeginAttempt returns, so the provider may be called.
+func (s *Store) BeginAttempt(ctx context.Context, na NewAttempt) (Attempt, bool, error) {
+	switch {
+	case na.IdempotencyKey == "":
+		return Attempt{}, false, errors.New("begin attempt: idempotency key is empty")
+	case na.RequestHash == "":
+		return Attempt{}, false, errors.New("begin attempt: request hash is empty")
+	case !json.Valid(na.Request):
+		return Attempt{}, false, errors.New("begin attempt: request is not valid JSON")
+	case na.State != AttemptPending && na.State != AttemptInDoubt:
+		return Attempt{}, false, fmt.Errorf("begin attempt: a new attempt cannot be %q", na.State)
+	}
+	if na.Origin == "" {
+		na.Origin = OriginGateway
+	}
+	var (
+		a     Attempt
+		isNew bool
+	)
+	err := s.Write(ctx, func(tx *Tx) error {
+		prev, err := scanAttempt(tx.QueryRow(`SELECT `+attemptColumns+` FROM attempts
+			WHERE idempotency_key = ? ORDER BY id DESC LIMIT 1`, na.IdempotencyKey))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if reuse, err := reuseAttempt(prev, na); reuse || err != nil {
+				a = prev
+				return err
+			}
+		}
+		now := tx.Now().UnixMilli()
+		var next any
+		if na.State == AttemptInDoubt {
+			next = now
+		}
+		id, err := insertID(tx, `INSERT INTO attempts (kind, origin, merchant_order_id, idempotency_key,
+				request, request_hash, state, detail, created_at, updated_at, next_check_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			string(na.Kind), string(na.Origin), na.MerchantOrderID, na.IdempotencyKey, []byte(na.Request),
+			na.RequestHash, string(na.State), na.Detail, now, now, next)
+		if err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		a, err = txAttempt(tx, id)
+		isNew = true
+		return err
+	})
+	if err != nil {
+		return Attempt{}, false, fmt.Errorf("begin attempt %s: %w", na.IdempotencyKey, err)
+	}
+	return a, isNew, nil
+}
+
+// reuseAttempt decides whether na must reuse prev (true), may start a new
+// attempt (false), or conflicts with it (error).
+func reuseAttempt(prev Attempt, na NewAttempt) (bool, error) {
+	same := prev.RequestHash == na.RequestHash
+	switch prev.State {
+	case AttemptNotCreated:
+		return false, nil
+	case AttemptRejected:
+		if na.AnyRequest || !same {
+			return false, nil
+		}
+		return na.RetryRejected == nil || !na.RetryRejected(prev), nil
+	default:
+		if same || na.AnyRequest {
+			return true, nil
+		}
+		return false, &AttemptConflictError{Existing: prev}
+	}
+}
+
+// AttemptOutcome is the provider's answer to a pending attempt's call.
+type AttemptOutcome struct {
+	// State is AttemptCreated, AttemptRejected or AttemptInDoubt.
+	State     AttemptState
+	ErrorCode string
+	Detail    string
+	// Response is the provider's data (created) or error object
+	// (rejected).
+	Response json.RawMessage
+	// Observation, when set, is the created order; it goes through the
+	// one write path in the same transaction as the attempt's update.
+	Observation *Observation
+	// Watch, when set, asks the reconciler to poll an order (for example
+	// the refunded order, whose refund transaction the create answer does
+	// not fully show).
+	Watch *Watch
+	// Requisite, when set, registers a created requisite for the
+	// reconciler's sweep.
+	Requisite *Requisite
+	// DeactivatedRequisite, when set, is the id of a requisite the
+	// provider deactivated; the sweep stops.
+	DeactivatedRequisite string
+}
+
+// FinishAttempt records the answer to a pending attempt's call, together
+// with the created order when there is one. If the attempt is no longer
+// pending (a reconciler settled it meanwhile) the attempt is left as it is,
+// but the order is still applied, since it is the provider's truth. It
+// returns the attempt as stored afterwards.
+func (s *Store) FinishAttempt(ctx context.Context, id int64, out AttemptOutcome) (Attempt, error) {
+	switch out.State {
+	case AttemptCreated, AttemptRejected, AttemptInDoubt:
+	default:
+		return Attempt{}, fmt.Errorf("finish attempt %d: outcome state %q", id, out.State)
+	}
+	if out.Response != nil && !json.Valid(out.Response) {
+		return Attempt{}, fmt.Errorf("finish attempt %d: response is not valid JSON", id)
+	}
+	var a Attempt
+	err := s.Write(ctx, func(tx *Tx) error {
+		detail := out.Detail
+		if out.Observation != nil {
+			if _, err := tx.ApplyObservation(*out.Observation); err != nil {
+				if !errors.Is(err, ErrConflict) {
+					return err
+				}
+				// The provider created the order; that it contradicts a
+				// stored one is for a human, not a reason to lose the
+				// attempt's outcome.
+				detail = joinDetail(detail, err.Error())
+			}
+		}
+		if out.Watch != nil {
+			if err := tx.UpsertWatch(*out.Watch); err != nil {
+				return err
+			}
+		}
+		if out.Requisite != nil {
+			if err := tx.UpsertRequisite(*out.Requisite); err != nil {
+				return err
+			}
+		}
+		if out.DeactivatedRequisite != "" {
+			if err := tx.DeactivateRequisite(out.DeactivatedRequisite); err != nil {
+				return err
+			}
+		}
+		now := tx.Now().UnixMilli()
+		var settled, next any
+		if out.State.Settled() {
+			settled = now
+		} else {
+			next = now
+		}
+		if _, err := tx.Exec(`UPDATE attempts SET state = ?, error_code = ?, detail = ?, response = ?,
+				updated_at = ?, settled_at = ?, next_check_at = ?
+			WHERE id = ? AND state = 'pending'`,
+			string(out.State), out.ErrorCode, detail, nullBytes(out.Response), now, settled, next, id); err != nil {
+			return fmt.Errorf("update attempt: %w", err)
+		}
+		var err error
+		a, err = txAttempt(tx, id)
+		return err
+	})
+	if err != nil {
+		return Attempt{}, fmt.Errorf("finish attempt %d: %w", id, err)
+	}
+	return a, nil
+}
+
+// RecoverPendingAttempts turns every pending attempt into an in-doubt one
+// and returns how many there were. A pending attempt at start means orderd
+// stopped between committing it and recording the provider's answer, so
+// the provider may or may not have acted. The daemon calls it once at
+// start, before the admin API serves; never while a gateway is running on
+// the same database, whose calls in flight are pending too.
+func (s *Store) RecoverPendingAttempts(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.Write(ctx, func(tx *Tx) error {
+		now := tx.Now().UnixMilli()
+		res, err := tx.Exec(`UPDATE attempts SET state = 'in_doubt', updated_at = ?, next_check_at = ?,
+				detail = 'orderd stopped before the provider answered'
+			WHERE state = 'pending'`, now, now)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recover pending attempts: %w", err)
+	}
+	return n, nil
+}
+
+// DueInDoubtAttempts returns up to limit payin and payout attempts that the
+// reconciler should settle with get-status now: in doubt, or pending for
+// so long that the call is certainly over; created at or before olderThan
+// (so a creation still in flight is not declared absent); and due
+// (next_check_at at or before now). Most overdue first.
+//
+// Refund and requisite attempts are not returned: get-status by
+// merchantOrderId cannot prove a refund or a requisite absent, so those
+// stay in doubt for a human (GET /v1/attempts?state=in_doubt).
+func (s *Store) DueInDoubtAttempts(ctx context.Context, olderThan, now time.Time, limit int) ([]Attempt, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	as, err := queryAttempts(ctx, s.rdb, `SELECT `+attemptColumns+` FROM attempts
+		WHERE state IN ('in_doubt', 'pending') AND kind IN ('payin', 'payout')
+			AND created_at <= ? AND coalesce(next_check_at, 0) <= ?
+		ORDER BY coalesce(next_check_at, created_at), id
+		LIMIT ?`, olderThan.UnixMilli(), now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due in-doubt attempts: %w", err)
+	}
+	return as, nil
+}
+
+// SettleAttemptCreated records that get-status found the attempt's order:
+// the order goes through the one write path (obs, usually SourcePoll) and
+// the attempt becomes created, in one transaction. Settling an attempt that
+// is already settled changes nothing but the order.
+func (s *Store) SettleAttemptCreated(ctx context.Context, id int64, obs Observation) error {
+	err := s.Write(ctx, func(tx *Tx) error {
+		a, err := txAttempt(tx, id)
+		if err != nil {
+			return err
+		}
+		if obs.Order != nil && a.MerchantOrderID != "" && obs.Order.MerchantOrderID != a.MerchantOrderID {
+			return fmt.Errorf("order %q is not the attempt's %q", obs.Order.MerchantOrderID, a.MerchantOrderID)
+		}
+		if _, err := tx.ApplyObservation(obs); err != nil {
+			return err
+		}
+		now := tx.Now().UnixMilli()
+		_, err = tx.Exec(`UPDATE attempts SET state = 'created', response = ?, updated_at = ?, settled_at = ?,
+				next_check_at = NULL
+			WHERE id = ? AND state IN ('in_doubt', 'pending')`, []byte(obs.Raw), now, now, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle attempt %d as created: %w", id, err)
+	}
+	return nil
+}
+
+// notCreatedData is the data of an order.not_created event.
+type notCreatedData struct {
+	AttemptID       int64           `json:"attemptId"`
+	Kind            AttemptKind     `json:"kind"`
+	Origin          AttemptOrigin   `json:"origin"`
+	MerchantOrderID string          `json:"merchantOrderId"`
+	Request         json.RawMessage `json:"request"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	SettledAt       time.Time       `json:"settledAt"`
+}
+
+// SettleAttemptNotCreated records that get-status proved the attempt's
+// order absent (ORDER_NOT_FOUND): the attempt becomes not_created and an
+// order.not_created event is queued on orders.<kind>.not_created, with id
+// EventID(merchantOrderId, "order.not_created") and the attempt as data.
+// Settling an attempt that is already settled changes nothing.
+func (s *Store) SettleAttemptNotCreated(ctx context.Context, id int64) error {
+	err := s.Write(ctx, func(tx *Tx) error {
+		a, err := txAttempt(tx, id)
+		if err != nil {
+			return err
+		}
+		if a.State != AttemptInDoubt && a.State != AttemptPending {
+			return nil
+		}
+		if a.MerchantOrderID == "" {
+			return errors.New("attempt has no merchantOrderId")
+		}
+		now := tx.Now()
+		if _, err := tx.Exec(`UPDATE attempts SET state = 'not_created', updated_at = ?, settled_at = ?,
+				next_check_at = NULL
+			WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), id); err != nil {
+			return err
+		}
+		data, err := json.Marshal(notCreatedData{
+			AttemptID: a.ID, Kind: a.Kind, Origin: a.Origin, MerchantOrderID: a.MerchantOrderID,
+			Request: a.Request, CreatedAt: a.CreatedAt, SettledAt: time.UnixMilli(now.UnixMilli()).UTC(),
+		})
+		if err != nil {
+			return err
+		}
+		_, err = tx.InsertEvent(OutboxEvent{
+			ID:              EventID(a.MerchantOrderID, EventOrderNotCreated),
+			Type:            EventOrderNotCreated,
+			Subject:         OrderSubject(string(a.Kind), "not_created"),
+			EventSubject:    a.MerchantOrderID,
+			Time:            now,
+			MerchantOrderID: a.MerchantOrderID,
+			LearnedVia:      SourcePoll,
+			Data:            data,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle attempt %d as not created: %w", id, err)
+	}
+	return nil
+}
+
+// PostponeAttempt records an inconclusive check of an in-doubt attempt: it
+// is due again at next, and its check counter grows.
+func (s *Store) PostponeAttempt(ctx context.Context, id int64, next time.Time) error {
+	err := s.Write(ctx, func(tx *Tx) error {
+		res, err := tx.Exec(`UPDATE attempts SET next_check_at = ?, check_attempts = check_attempts + 1,
+				updated_at = ?
+			WHERE id = ?`, next.UnixMilli(), tx.Now().UnixMilli(), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postpone attempt %d: %w", id, err)
+	}
+	return nil
+}
+
+// AttemptByID returns one attempt or ErrNotFound.
+func (s *Store) AttemptByID(ctx context.Context, id int64) (Attempt, error) {
+	a, err := scanAttempt(s.rdb.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fmt.Errorf("attempt %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Attempt{}, fmt.Errorf("attempt %d: %w", id, err)
+	}
+	return a, nil
+}
+
+// AttemptsByMerchantID returns the attempts about one merchantOrderId,
+// oldest first (none is not an error).
+func (s *Store) AttemptsByMerchantID(ctx context.Context, merchantOrderID string) ([]Attempt, error) {
+	if merchantOrderID == "" {
+		return nil, nil
+	}
+	as, err := queryAttempts(ctx, s.rdb, `SELECT `+attemptColumns+` FROM attempts
+		WHERE merchant_order_id = ? ORDER BY id`, merchantOrderID)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s: %w", merchantOrderID, err)
+	}
+	return as, nil
+}
+
+// AttemptQuery selects attempts for a listing. Zero fields do not filter.
+type AttemptQuery struct {
+	State AttemptState
+	Kind  AttemptKind
+	// AfterID continues a listing after the attempt with this id.
+	AfterID int64
+	// Limit bounds the page; zero means 50, at most 1000.
+	Limit int
+}
+
+// ListAttempts returns a page of attempts in id order.
+func (s *Store) ListAttempts(ctx context.Context, q AttemptQuery) ([]Attempt, error) {
+	var (
+		where = []string{"id > ?"}
+		args  = []any{q.AfterID}
+	)
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(q.State))
+	}
+	if q.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, string(q.Kind))
+	}
+	args = append(args, pageLimit(q.Limit))
+	as, err := queryAttempts(ctx, s.rdb, `SELECT `+attemptColumns+` FROM attempts
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	return as, nil
+}
+
+// GatewayRequisites returns the ids of the requisites created through the
+// gateway and not deactivated through it, for the reconciler's requisite
+// sweep.
+func (s *Store) GatewayRequisites(ctx context.Context) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT json_extract(c.response, '$.id') FROM attempts c
+		WHERE c.kind = 'requisite' AND c.state = 'created' AND json_valid(c.response)
+			AND json_extract(c.response, '$.id') IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM attempts d WHERE d.kind = 'requisite_deactivate'
+				AND d.state = 'created' AND d.idempotency_key = 'deactivate:' || json_extract(c.response, '$.id'))
+		ORDER BY c.id`)
+	if err != nil {
+		return nil, fmt.Errorf("gateway requisites: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("gateway requisites: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("gateway requisites: %w", err)
+	}
+	return ids, nil
+}
+
+// RequisiteDeactivateKey is the idempotency key of deactivating the
+// requisite with id; GatewayRequisites relies on it.
+func RequisiteDeactivateKey(id string) string { return "deactivate:" + id }
+
+// OrderQuery selects orders for a listing. Zero fields do not filter.
+type OrderQuery struct {
+	Status string
+	Type   string
+	// From (inclusive) and To (exclusive) bound when the order was
+	// created: the provider's createdAt, else when orderd first saw it.
+	From, To time.Time
+	// AfterID continues a listing after the order with this row id.
+	AfterID int64
+	// Limit bounds the page; zero means 50, at most 1000.
+	Limit int
+}
+
+// OrderSummary is one order of a listing.
+type OrderSummary struct {
+	// RowID is the store's integer id, the listing's keyset.
+	RowID           int64
+	ProviderID      string
+	MerchantOrderID string
+	Type            string
+	Status          string
+	LearnedVia      Source
+	// CreatedAt is the provider's createdAt; zero when it never said.
+	CreatedAt   time.Time
+	FirstSeenAt time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
+	// Order is the current state exactly as received (compacted).
+	Order json.RawMessage
+}
+
+// OrdersPage returns orders in row id order, keyset-paged on the row id so
+// that a listing sees every order exactly once even while orders arrive.
+func (s *Store) OrdersPage(ctx context.Context, q OrderQuery) ([]OrderSummary, error) {
+	var (
+		where = []string{"o.id > ?"}
+		args  = []any{q.AfterID}
+	)
+	if q.Status != "" {
+		where, args = append(where, "o.status = ?"), append(args, q.Status)
+	}
+	if q.Type != "" {
+		where, args = append(where, "o.type = ?"), append(args, q.Type)
+	}
+	if !q.From.IsZero() {
+		where, args = append(where, "coalesce(o.created_at, o.first_seen_at) >= ?"), append(args, q.From.UnixMilli())
+	}
+	if !q.To.IsZero() {
+		where, args = append(where, "coalesce(o.created_at, o.first_seen_at) < ?"), append(args, q.To.UnixMilli())
+	}
+	args = append(args, pageLimit(q.Limit))
+	rows, err := s.rdb.QueryContext(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
+			o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw
+		FROM orders_current o
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY o.id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	defer rows.Close()
+	var out []OrderSummary
+	for rows.Next() {
+		var (
+			o                    OrderSummary
+			created, completed   sql.NullInt64
+			firstSeen, updatedAt int64
+			raw                  []byte
+		)
+		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &o.Type, &o.Status, &o.LearnedVia,
+			&created, &firstSeen, &updatedAt, &completed, &raw); err != nil {
+			return nil, fmt.Errorf("list orders: %w", err)
+		}
+		o.CreatedAt = msTime(created)
+		o.FirstSeenAt = time.UnixMilli(firstSeen).UTC()
+		o.UpdatedAt = time.UnixMilli(updatedAt).UTC()
+		o.CompletedAt = msTime(completed)
+		o.Order = jsonOrNull(compactJSON(raw))
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return out, nil
+}
+
+// FindingQuery selects findings for a listing. Zero fields do not filter.
+type FindingQuery struct {
+	// State is "open", "resolved" or empty for both.
+	State string
+	Kind  string
+	// AfterID continues a listing after the finding with this id.
+	AfterID int64
+	// Limit bounds the page; zero means 50, at most 1000.
+	Limit int
+}
+
+// FindingsPage returns findings in id order.
+func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, error) {
+	var (
+		where = []string{"id > ?"}
+		args  = []any{q.AfterID}
+	)
+	switch q.State {
+	case "":
+	case "open":
+		where = append(where, "resolved_at IS NULL")
+	case "resolved":
+		where = append(where, "resolved_at IS NOT NULL")
+	default:
+		return nil, fmt.Errorf("list findings: unknown state %q", q.State)
+	}
+	if q.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, q.Kind)
+	}
+	args = append(args, pageLimit(q.Limit))
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, kind, subject_key, detail, found_at, resolved_at
+		FROM findings WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list findings: %w", err)
+	}
+	defer rows.Close()
+	var out []Finding
+	for rows.Next() {
+		var (
+			f        Finding
+			detail   string
+			foundAt  int64
+			resolved sql.NullInt64
+		)
+		if err := rows.Scan(&f.ID, &f.Kind, &f.Key, &detail, &foundAt, &resolved); err != nil {
+			return nil, fmt.Errorf("list findings: %w", err)
+		}
+		f.Detail = jsonOrNull([]byte(detail))
+		f.FoundAt = time.UnixMilli(foundAt).UTC()
+		f.State = "open"
+		if resolved.Valid {
+			at := time.UnixMilli(resolved.Int64).UTC()
+			f.ResolvedAt, f.State = &at, "resolved"
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list findings: %w", err)
+	}
+	return out, nil
+}
+
+const attemptColumns = `id, kind, origin, merchant_order_id, idempotency_key, request, request_hash, state,
+	error_code, detail, response, created_at, updated_at, settled_at, next_check_at, check_attempts`
+
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func scanAttempt(r rowScanner) (Attempt, error) {
+	var (
+		a                   Attempt
+		req, resp           []byte
+		created, updated    int64
+		settled, nextCheck  sql.NullInt64
+		kind, origin, state string
+	)
+	if err := r.Scan(&a.ID, &kind, &origin, &a.MerchantOrderID, &a.IdempotencyKey, &req, &a.RequestHash,
+		&state, &a.ErrorCode, &a.Detail, &resp, &created, &updated, &settled, &nextCheck, &a.CheckAttempts); err != nil {
+		return Attempt{}, err
+	}
+	a.Kind, a.Origin, a.State = AttemptKind(kind), AttemptOrigin(origin), AttemptState(state)
+	a.Request = json.RawMessage(req)
+	if resp != nil {
+		a.Response = json.RawMessage(resp)
+	}
+	a.CreatedAt = time.UnixMilli(created).UTC()
+	a.UpdatedAt = time.UnixMilli(updated).UTC()
+	a.SettledAt = msTime(settled)
+	a.NextCheckAt = msTime(nextCheck)
+	return a, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func queryAttempts(ctx context.Context, q querier, query string, args ...any) ([]Attempt, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var as []Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		as = append(as, a)
+	}
+	return as, rows.Err()
+}
+
+func txAttempt(tx *Tx, id int64) (Attempt, error) {
+	a, err := scanAttempt(tx.QueryRow(`SELECT `+attemptColumns+` FROM attempts WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fmt.Errorf("attempt %d: %w", id, ErrNotFound)
+	}
+	return a, err
+}
+
+func insertID(tx *Tx, query string, args ...any) (int64, error) {
+	var id int64
+	err := tx.QueryRow(query, args...).Scan(&id)
+	return id, err
+}
+
+func msTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64).UTC()
+}
+
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+func joinDetail(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// pageLimit bounds a listing's page size: 50 by default, at most 1000
+// (the API asks for one row more than it shows, to know whether a next
+// page exists).
+func pageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 1000:
+		return 1000
+	}
+	return n
+}
+
+// AddWatch puts an order on the reconciler's watch list, or refreshes its
+// entry (see Tx.UpsertWatch): the watch endpoint's "created" state.
+func (s *Store) AddWatch(ctx context.Context, w Watch) error {
+	if err := s.Write(ctx, func(tx *Tx) error { return tx.UpsertWatch(w) }); err != nil {
+		return fmt.Errorf("add watch: %w", err)
+	}
+	return nil
+}
