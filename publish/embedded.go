@@ -16,6 +16,10 @@ const (
 	DefaultEmbeddedListen = "127.0.0.1:4222"
 	DefaultMaxStore       = 8 << 30  // bytes of JetStream file storage
 	DefaultMaxMemory      = 64 << 20 // bytes of JetStream memory storage
+	// DefaultMaxPayload leaves room for a webhook body of the receiver's
+	// largest size (1 MiB) wrapped in a CloudEvent; NATS's own default,
+	// 1 MiB, would not.
+	DefaultMaxPayload = 4 << 20
 )
 
 // EmbeddedConfig configures the NATS server orderd runs in-process when no
@@ -30,6 +34,9 @@ type EmbeddedConfig struct {
 	// bytes; defaults DefaultMaxStore and DefaultMaxMemory.
 	MaxStore  int64
 	MaxMemory int64
+	// MaxPayload is the largest message the server takes; default
+	// DefaultMaxPayload.
+	MaxPayload int32
 	// ReadyTimeout bounds the wait for the server to accept clients;
 	// default 10s.
 	ReadyTimeout time.Duration
@@ -76,6 +83,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if maxMem <= 0 {
 		maxMem = DefaultMaxMemory
 	}
+	maxPayload := cfg.MaxPayload
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
 	wait := cfg.ReadyTimeout
 	if wait <= 0 {
 		wait = 10 * time.Second
@@ -93,6 +104,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStreamMaxStore:      maxStore,
 		JetStreamMaxMemory:     maxMem,
 		SyncAlways:             true,
+		MaxPayload:             maxPayload,
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 	}

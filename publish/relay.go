@@ -32,6 +32,9 @@ type Outbox interface {
 	Notify() <-chan struct{}
 }
 
+// The store is the outbox orderd runs with.
+var _ Outbox = (*store.Store)(nil)
+
 // Relay defaults.
 const (
 	defaultBatchSize      = 256

@@ -1,0 +1,514 @@
+package publish_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderd/publish"
+	"orderd/store"
+)
+
+// checkEvents parses every message as a CloudEvent and checks it against
+// the orders it came from: valid, Nats-Msg-Id equal to the event id, no id
+// twice, the subject and type of its status, the order's JSON as data and
+// the order attributes. It returns the statuses each order's events carry,
+// in stream order.
+func checkEvents(t *testing.T, msgs []jetstream.Msg, orders map[string]testOrder, via store.Source) map[string][]string {
+	t.Helper()
+	seen := make(map[string]bool)
+	statuses := make(map[string][]string)
+	for _, m := range msgs {
+		var ce cloudevents.Event
+		if err := ce.UnmarshalJSON(m.Data()); err != nil {
+			t.Fatalf("message on %s is not a CloudEvent: %v\n%s", m.Subject(), err, m.Data())
+		}
+		if err := ce.Validate(); err != nil {
+			t.Fatalf("invalid CloudEvent: %v", err)
+		}
+		if got := m.Headers().Get(jetstream.MsgIDHeader); got != ce.ID() {
+			t.Errorf("Nats-Msg-Id = %q, event id = %q", got, ce.ID())
+		}
+		if seen[ce.ID()] {
+			t.Errorf("event %s is in the stream twice", ce.ID())
+		}
+		seen[ce.ID()] = true
+		o, ok := orders[ce.Subject()]
+		if !ok {
+			t.Errorf("event for unknown order %q", ce.Subject())
+			continue
+		}
+		var data struct{ Status string }
+		if err := json.Unmarshal(ce.Data(), &data); err != nil {
+			t.Fatalf("event data: %v", err)
+		}
+		if m.Subject() != "orderd.orders.payin."+data.Status || ce.Type() != "order."+data.Status {
+			t.Errorf("event for a %s order on %s with type %s", data.Status, m.Subject(), ce.Type())
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, o.raw(data.Status, false)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ce.Data(), want.Bytes()) {
+			t.Errorf("data of %s:\n got %s\nwant %s", ce.ID(), ce.Data(), want.Bytes())
+		}
+		ext := ce.Extensions()
+		if ext["merchantorderid"] != o.mid || ext["learnedvia"] != string(via) {
+			t.Errorf("extensions of %s = %v, want merchantorderid %s, learnedvia %s", ce.ID(), ext, o.mid, via)
+		}
+		if ce.Source() != "orderd" || ce.Time().IsZero() {
+			t.Errorf("source %q, time %s", ce.Source(), ce.Time())
+		}
+		statuses[o.id] = append(statuses[o.id], data.Status)
+	}
+	return statuses
+}
+
+func TestRelay_PublishesEachStateOnce(t *testing.T) {
+	const n = 40
+	tests := []struct {
+		name string
+		cfg  publish.RelayConfig
+	}{
+		{"defaults", publish.RelayConfig{}},
+		{"one at a time", publish.RelayConfig{BatchSize: 1, Window: 1}},
+		{"batches smaller than the load", publish.RelayConfig{BatchSize: 7, Window: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+			_, js := connectJS(t, e.ClientURL())
+			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := openStore(t, store.Options{})
+			runRelay(t, newRelay(t, tt.cfg, st, js))
+
+			orders := make(map[string]testOrder)
+			for i := range n {
+				o := newTestOrder("once", i)
+				orders[o.id] = o
+				// Each state twice, once reformatted, plus a poll
+				// of the final state: two states, two events.
+				apply(t, st, o, "processing", false, store.SourceWebhook)
+				apply(t, st, o, "processing", true, store.SourceWebhook)
+				apply(t, st, o, "completed", false, store.SourceWebhook)
+				apply(t, st, o, "completed", true, store.SourceWebhook)
+				apply(t, st, o, "completed", false, store.SourcePoll)
+			}
+			waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
+			// Marked published, nothing more goes out: a few more
+			// polls of the outbox must not add events.
+			time.Sleep(1200 * time.Millisecond)
+			msgs := streamMsgs(t, js, "ORDERD")
+			if len(msgs) != 2*n {
+				t.Fatalf("stream holds %d events, want %d (two states of %d orders)", len(msgs), 2*n, n)
+			}
+			for id, got := range checkEvents(t, msgs, orders, store.SourceWebhook) {
+				if strings.Join(got, ",") != "processing,completed" {
+					t.Errorf("order %s: events %v, want processing then completed", id, got)
+				}
+			}
+		})
+	}
+}
+
+func TestRelay_SurvivesNATSOutage(t *testing.T) {
+	dir := t.TempDir()
+	e := startNATS(t, dir, "127.0.0.1:0")
+	url := e.ClientURL()
+	port := url[strings.LastIndex(url, ":")+1:]
+	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: url, ReconnectWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := publish.NewJetStream(nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := publish.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	runRelay(t, newRelay(t, publish.RelayConfig{
+		Window: 16, PublishTimeout: time.Second, MaxBackoff: 200 * time.Millisecond,
+		Stream: &publish.StreamConfig{}, Metrics: m,
+	}, st, js))
+
+	orders := make(map[string]testOrder)
+	var before []testOrder
+	for i := range 20 {
+		o := newTestOrder("before", i)
+		orders[o.id], before = o, append(before, o)
+		apply(t, st, o, "processing", false, store.SourceWebhook)
+	}
+	_, check := connectJS(t, url)
+	waitFor(t, 10*time.Second, "20 events before the outage", func() bool { return streamCount(t, check, "ORDERD") == 20 })
+
+	e.Shutdown()
+	// Ingest goes on: every apply commits while NATS is away.
+	for i, o := range before {
+		apply(t, st, o, "completed", false, store.SourceWebhook)
+		d := newTestOrder("during", i)
+		orders[d.id] = d
+		apply(t, st, d, "processing", false, store.SourceWebhook)
+		apply(t, st, d, "completed", false, store.SourceWebhook)
+		apply(t, st, d, "completed", true, store.SourceWebhook) // a reformatted repeat
+	}
+	waitFor(t, 10*time.Second, "the relay to hit the outage", func() bool {
+		return metricValue(t, reg, "orderd_publish_errors_total") > 0
+	})
+	if got := backlog(t, st); got != 60 {
+		t.Fatalf("backlog during the outage = %d, want 60", got)
+	}
+
+	startNATS(t, dir, "127.0.0.1:"+port)
+	_, check = connectJS(t, url)
+	waitFor(t, 20*time.Second, "the outbox to drain after the outage", func() bool { return backlog(t, st) == 0 })
+	msgs := streamMsgs(t, check, "ORDERD")
+	if len(msgs) != 80 {
+		t.Fatalf("stream holds %d events, want 80", len(msgs))
+	}
+	for id, got := range checkEvents(t, msgs, orders, store.SourceWebhook) {
+		if strings.Join(got, ",") != "processing,completed" {
+			t.Errorf("order %s: events %v, want processing then completed", id, got)
+		}
+	}
+}
+
+// crashingOutbox is the real store whose MarkPublished "kills" the relay:
+// it cancels the relay's context and fails, as a process killed between
+// the publish and the mark would leave things.
+type crashingOutbox struct {
+	*store.Store
+	kill  context.CancelFunc
+	calls atomic.Int32
+}
+
+func (c *crashingOutbox) MarkPublished(context.Context, []int64) error {
+	c.calls.Add(1)
+	c.kill()
+	return errors.New("killed before mark")
+}
+
+func TestRelay_RestartBeforeMark(t *testing.T) {
+	const n = 30
+	tests := []struct {
+		name        string
+		restartNATS bool
+	}{
+		{"relay restarts", false},
+		{"relay and NATS restart", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			e := startNATS(t, dir, "127.0.0.1:0")
+			url := e.ClientURL()
+			_, js := connectJS(t, url)
+			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := openStore(t, store.Options{})
+			orders := make(map[string]testOrder)
+			for i := range n {
+				o := newTestOrder("restart", i)
+				orders[o.id] = o
+				apply(t, st, o, "processing", false, store.SourceWebhook)
+			}
+
+			ctx, kill := context.WithCancel(t.Context())
+			crash := &crashingOutbox{Store: st, kill: kill}
+			first := newRelay(t, publish.RelayConfig{}, crash, js)
+			if err := first.Run(ctx); err != nil {
+				t.Fatalf("first relay: %v", err)
+			}
+			if crash.calls.Load() == 0 {
+				t.Fatal("the first relay never reached MarkPublished")
+			}
+			if got := streamCount(t, js, "ORDERD"); got != n {
+				t.Fatalf("first relay published %d events, want %d", got, n)
+			}
+			if got := backlog(t, st); got != n {
+				t.Fatalf("backlog after the crash = %d, want %d (nothing marked)", got, n)
+			}
+
+			if tt.restartNATS {
+				e.Shutdown()
+				port := url[strings.LastIndex(url, ":")+1:]
+				startNATS(t, dir, "127.0.0.1:"+port)
+				_, js = connectJS(t, url)
+			}
+			reg := prometheus.NewRegistry()
+			m, err := publish.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second := newRelay(t, publish.RelayConfig{Metrics: m}, st, js)
+			ctx2, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := second.Flush(ctx2); err != nil {
+				t.Fatalf("second relay: %v", err)
+			}
+			if got := backlog(t, st); got != 0 {
+				t.Errorf("backlog after the second relay = %d, want 0", got)
+			}
+			if got := metricValue(t, reg, "orderd_publish_duplicates_total"); got != n {
+				t.Errorf("JetStream reported %v duplicates, want %d", got, n)
+			}
+			msgs := streamMsgs(t, js, "ORDERD")
+			if len(msgs) != n {
+				t.Fatalf("stream holds %d events, want each of %d once", len(msgs), n)
+			}
+			checkEvents(t, msgs, orders, store.SourceWebhook)
+		})
+	}
+}
+
+func TestRelay_Prune(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+	st, _ := openStore(t, store.Options{Now: clk.Now})
+	r := newRelay(t, publish.RelayConfig{Retention: 2 * time.Hour, Now: clk.Now}, st, js)
+	ctx := t.Context()
+	flush := func() {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := r.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applyN := func(prefix string, n int) {
+		for i := range n {
+			apply(t, st, newTestOrder(prefix, i), "processing", false, store.SourceWebhook)
+		}
+	}
+
+	applyN("early", 3) // published at 00:00
+	flush()
+	clk.Add(time.Hour)
+	applyN("late", 2) // published at 01:00
+	flush()
+	applyN("unpublished", 4) // never published
+
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    int64
+	}{
+		{"nothing is older than the retention", 30 * time.Minute, 0}, // now 01:30, cutoff -00:30
+		{"rows published before the cutoff go", time.Hour, 3},        // now 02:30, cutoff 00:30
+		{"a second prune finds nothing", 0, 0},
+		{"later rows go when they age", time.Hour, 2}, // now 03:30, cutoff 01:30
+		{"unpublished rows stay however old", 1000 * time.Hour, 0},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			clk.Add(s.advance)
+			n, err := r.Prune(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != s.want {
+				t.Errorf("pruned %d rows, want %d", n, s.want)
+			}
+		})
+	}
+	if got := backlog(t, st); got != 4 {
+		t.Errorf("backlog = %d, want the 4 unpublished events", got)
+	}
+	flush()
+	if got := streamCount(t, js, "ORDERD"); got != 9 {
+		t.Errorf("stream holds %d events, want 9", got)
+	}
+
+	keep := newRelay(t, publish.RelayConfig{Retention: -1, Now: clk.Now}, st, js)
+	clk.Add(1000 * time.Hour)
+	if n, err := keep.Prune(ctx); err != nil || n != 0 {
+		t.Errorf("negative retention pruned %d rows (%v), want none", n, err)
+	}
+}
+
+func TestRelay_PicksUpEventsFromAnotherProcess(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st, path := openStore(t, store.Options{})
+	runRelay(t, newRelay(t, publish.RelayConfig{PollInterval: 200 * time.Millisecond}, st, js))
+
+	// A second handle on the same file, as the reconcile command has: its
+	// commits never signal the daemon's store, so only the poll finds them.
+	other := openStoreAt(t, path, store.Options{})
+	select {
+	case <-st.Notify():
+	default:
+	}
+	apply(t, other, newTestOrder("cli", 1), "completed", false, store.SourcePoll)
+	waitFor(t, 5*time.Second, "the event written by the other handle", func() bool { return streamCount(t, js, "ORDERD") == 1 })
+	if got := backlog(t, st); got != 0 {
+		t.Errorf("backlog = %d, want 0", got)
+	}
+}
+
+func TestRelay_ProvisionsStreamWhenNATSComesUp(t *testing.T) {
+	port := freePort(t)
+	url := "nats://127.0.0.1:" + port
+	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: url, ReconnectWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := publish.NewJetStream(nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	runRelay(t, newRelay(t, publish.RelayConfig{
+		Prefix: "acme", MaxBackoff: 200 * time.Millisecond,
+		Stream: &publish.StreamConfig{Name: "ACME"},
+	}, st, js))
+
+	// orderd started without NATS; orders still come in.
+	for i := range 5 {
+		apply(t, st, newTestOrder("early", i), "processing", false, store.SourceWebhook)
+	}
+	time.Sleep(300 * time.Millisecond)
+	startNATS(t, t.TempDir(), "127.0.0.1:"+port)
+	_, check := connectJS(t, url)
+	waitFor(t, 15*time.Second, "the stream to be created and filled", func() bool { return streamCount(t, check, "ACME") == 5 })
+	for _, m := range streamMsgs(t, check, "ACME") {
+		if m.Subject() != "acme.orders.payin.processing" {
+			t.Errorf("event on %s, want acme.orders.payin.processing", m.Subject())
+		}
+	}
+}
+
+func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
+	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	reg := prometheus.NewRegistry()
+	m, err := publish.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, newRelay(t, publish.RelayConfig{Metrics: m, PollInterval: 100 * time.Millisecond}, st, js))
+
+	big := newTestOrder("big", 0)
+	big.extra = strings.Repeat("x", 20<<10)
+	apply(t, st, big, "processing", false, store.SourceWebhook)
+	for i := range 3 {
+		apply(t, st, newTestOrder("small", i), "processing", false, store.SourceWebhook)
+	}
+	// The events behind the oversized one still go out.
+	waitFor(t, 5*time.Second, "the small orders' events", func() bool { return streamCount(t, js, "ORDERD") == 3 })
+	time.Sleep(300 * time.Millisecond) // several more polls
+	if got := backlog(t, st); got != 1 {
+		t.Errorf("backlog = %d, want the oversized event kept", got)
+	}
+	if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 1 {
+		t.Errorf("errors counted = %v, want the oversized event once", got)
+	}
+}
+
+func TestStop(t *testing.T) {
+	dir := t.TempDir()
+	e := startNATS(t, dir, "127.0.0.1:0")
+	url := e.ClientURL()
+	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := publish.NewJetStream(nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	r := newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}}, st, js)
+	stop := runRelay(t, r)
+	stop() // Run is over before the last events were committed
+	for i := range 10 {
+		apply(t, st, newTestOrder("last", i), "completed", false, store.SourceWebhook)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := publish.Stop(ctx, r, nc, e); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if !nc.IsClosed() {
+		t.Error("connection still open after Stop")
+	}
+	if got := backlog(t, st); got != 0 {
+		t.Errorf("backlog after Stop = %d, want 0 (flushed)", got)
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats://"), time.Second); err == nil {
+		c.Close()
+		t.Error("embedded server still accepts connections after Stop")
+	}
+	e2 := startNATS(t, dir, strings.TrimPrefix(url, "nats://"))
+	_, check := connectJS(t, e2.ClientURL())
+	if got := streamCount(t, check, "ORDERD"); got != 10 {
+		t.Errorf("stream holds %d events after restart, want the 10 flushed at Stop", got)
+	}
+}
+
+func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: e.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := publish.NewJetStream(nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	r := newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}}, st, js)
+	e.Shutdown()
+	apply(t, st, newTestOrder("stuck", 0), "completed", false, store.SourceWebhook)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = publish.Stop(ctx, r, nc, nil)
+	if err == nil || !strings.Contains(err.Error(), "flush outbox") {
+		t.Errorf("Stop = %v, want the flush error", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Stop took %s with a 500ms bound", d)
+	}
+	if !nc.IsClosed() {
+		t.Error("connection still open after Stop")
+	}
+	if got := backlog(t, st); got != 1 {
+		t.Errorf("backlog = %d, want the event kept for the next start", got)
+	}
+}

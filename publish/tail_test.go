@@ -1,0 +1,122 @@
+package publish_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/publish"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestTail(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(subject, data string) {
+		t.Helper()
+		if _, err := js.Publish(t.Context(), subject, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("orderd.orders.payin.completed", `{"id": "old-1"}`)
+
+	tests := []struct {
+		name    string
+		subject string
+		opts    []publish.TailOption
+		want    []string
+	}{
+		{
+			name: "new events only",
+			want: []string{
+				`orderd.orders.payin.processing {"id":"new-1"}`,
+				`orderd.reconcile.stuck_order {"id":"new-2"}`,
+			},
+		},
+		{
+			name:    "subject filter",
+			subject: "orderd.orders.>",
+			want:    []string{`orderd.orders.payin.processing {"id":"new-1"}`},
+		},
+		{
+			name: "all from the start",
+			opts: []publish.TailOption{publish.TailAll()},
+			want: []string{
+				`orderd.orders.payin.completed {"id":"old-1"}`,
+				`orderd.orders.payin.processing {"id":"new-1"}`,
+				`orderd.reconcile.stuck_order {"id":"new-2"}`,
+			},
+		},
+	}
+	var outs []*syncBuffer
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(t.Context())
+	errs := make([]error, len(tests))
+	for i, tt := range tests {
+		out := &syncBuffer{}
+		outs = append(outs, out)
+		wg.Go(func() { errs[i] = publish.Tail(ctx, js, "ORDERD", tt.subject, out, tt.opts...) })
+	}
+	// Tail has no "ready" signal; wait until its consumers exist.
+	waitFor(t, 5*time.Second, "tail consumers", func() bool {
+		s, err := js.Stream(t.Context(), "ORDERD")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		return err == nil && info.State.Consumers == len(tests)
+	})
+	pub("orderd.orders.payin.processing", "{\n  \"id\": \"new-1\"\n}")
+	pub("orderd.reconcile.stuck_order", `{"id":"new-2"}`)
+	for i, tt := range tests {
+		want := strings.Join(tt.want, "\n") + "\n"
+		waitFor(t, 5*time.Second, tt.name+" output", func() bool { return len(outs[i].String()) >= len(want) })
+	}
+	cancel()
+	wg.Wait()
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if errs[i] != nil {
+				t.Errorf("Tail returned %v after cancel, want nil", errs[i])
+			}
+			if got, want := outs[i].String(), strings.Join(tt.want, "\n")+"\n"; got != want {
+				t.Errorf("output:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestTail_UnknownStream(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	err := publish.Tail(t.Context(), js, "NOPE", "", &bytes.Buffer{})
+	if !errors.Is(err, jetstream.ErrStreamNotFound) || !strings.Contains(err.Error(), "NOPE") {
+		t.Fatalf("err = %v, want stream not found naming the stream", err)
+	}
+}
