@@ -64,10 +64,16 @@ const (
 // whether the state is new, a repeat, stale or a change (see
 // Tx.ApplyObservation). It returns after the decision is durable.
 func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
+	// Validation and hashing happen here, on the caller's goroutine, so
+	// the single writer spends its time on SQL only.
+	in, err := prepareObservation(obs)
+	if err != nil {
+		return Result{}, err
+	}
 	var res Result
-	err := s.Write(ctx, func(tx *Tx) error {
+	err = s.Write(ctx, func(tx *Tx) error {
 		var err error
-		res, err = tx.ApplyObservation(obs)
+		res, err = tx.apply(in)
 		return err
 	})
 	if err != nil {
@@ -96,7 +102,6 @@ type currentOrder struct {
 	merchantOrderID string
 	status          provider.Status
 	fingerprint     string
-	stateID         sql.NullInt64
 	learnedVia      Source
 }
 
@@ -115,29 +120,62 @@ type currentOrder struct {
 // amounts of the same status (or the reverse) also opens a "mismatch"
 // finding.
 func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
+	in, err := prepareObservation(obs)
+	if err != nil {
+		return Result{}, err
+	}
+	return tx.apply(in)
+}
+
+// applyInput is an observation checked and hashed, ready for the writer.
+type applyInput struct {
+	obs     Observation
+	fp      string
+	bodySum [sha256.Size]byte // webhooks only
+	headers []byte            // webhooks only; nil when none kept
+}
+
+func prepareObservation(obs Observation) (applyInput, error) {
 	o := obs.Order
 	switch {
 	case o == nil:
-		return Result{}, errors.New("apply: observation has no order")
+		return applyInput{}, errors.New("apply: observation has no order")
 	case len(obs.Raw) == 0:
-		return Result{}, fmt.Errorf("apply %s: observation has no raw order", o.ID)
-	case o.ID == "" || o.MerchantOrderID == "" || o.Type == "" || o.Status == "":
-		return Result{}, fmt.Errorf("apply: order lacks id, merchantOrderId, type or status")
+		return applyInput{}, fmt.Errorf("apply %s: observation has no raw order", o.ID)
+	case o.ID == "":
+		return applyInput{}, errors.New("apply: order id is empty")
+	case o.MerchantOrderID == "":
+		return applyInput{}, fmt.Errorf("apply %s: merchantOrderId is empty", o.ID)
+	case o.Type == "":
+		return applyInput{}, fmt.Errorf("apply %s: type is empty", o.ID)
+	case o.Status == "":
+		return applyInput{}, fmt.Errorf("apply %s: status is empty", o.ID)
 	case obs.Source != SourceWebhook && obs.Source != SourcePoll && obs.Source != SourceGateway:
-		return Result{}, fmt.Errorf("apply %s: unknown source %q", o.ID, obs.Source)
+		return applyInput{}, fmt.Errorf("apply %s: unknown source %q", o.ID, obs.Source)
 	}
+	in := applyInput{obs: obs, fp: o.Fingerprint()}
+	if obs.Source == SourceWebhook {
+		in.bodySum = sha256.Sum256(obs.Raw)
+		if obs.Delivery != nil {
+			in.headers = selectHeaders(obs.Delivery.Header)
+		}
+	}
+	return in, nil
+}
+
+func (tx *Tx) apply(in applyInput) (Result, error) {
+	obs, o, fp := in.obs, in.obs.Order, in.fp
 	st := tx.s.st
 	at := obs.ObservedAt
 	if at.IsZero() {
 		at = tx.s.now()
 	}
-	fp := o.Fingerprint()
 
 	var cur currentOrder
 	err := st.orderByProviderID.QueryRow(o.ID).Scan(&cur.id, &cur.merchantOrderID, &cur.status,
-		&cur.fingerprint, &cur.stateID, &cur.learnedVia)
+		&cur.fingerprint, &cur.learnedVia)
 	if errors.Is(err, sql.ErrNoRows) {
-		return tx.applyNew(obs, fp, at)
+		return tx.applyNew(in, at)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: load order: %w", o.ID, err)
@@ -147,7 +185,7 @@ func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
 	if fp == cur.fingerprint {
 		res.Outcome = OutcomeDuplicate
 		if obs.Source == SourceWebhook {
-			if _, err := tx.recordDelivery(cur.id, obs, fp, at); err != nil {
+			if _, err := tx.recordDelivery(cur.id, in, at); err != nil {
 				return Result{}, err
 			}
 		}
@@ -161,7 +199,7 @@ func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
 	finalConflict := cur.status.IsFinal() && o.Status.IsFinal() && o.Status != cur.status
 	if seen || statusRank(o.Status) < statusRank(cur.status) || finalConflict {
 		res.Outcome = OutcomeStale
-		if _, err := tx.addHistory(cur.id, obs, fp, OutcomeStale, at); err != nil {
+		if _, err := tx.addHistory(cur.id, in, OutcomeStale, at); err != nil {
 			return Result{}, err
 		}
 		if finalConflict && !seen {
@@ -178,7 +216,7 @@ func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
 			return Result{}, err
 		}
 	}
-	stateID, err := tx.addHistory(cur.id, obs, fp, OutcomeChanged, at)
+	stateID, err := tx.addHistory(cur.id, in, OutcomeChanged, at)
 	if err != nil {
 		return Result{}, err
 	}
@@ -204,8 +242,8 @@ func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
 }
 
 // applyNew stores an order orderd did not know.
-func (tx *Tx) applyNew(obs Observation, fp string, at time.Time) (Result, error) {
-	o, st := obs.Order, tx.s.st
+func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
+	obs, o, fp, st := in.obs, in.obs.Order, in.fp, tx.s.st
 	var completedAt any
 	if o.Status.IsFinal() {
 		completedAt = completionTime(o, at).UnixMilli()
@@ -223,7 +261,7 @@ func (tx *Tx) applyNew(obs Observation, fp string, at time.Time) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
 	}
-	stateID, err := tx.addHistory(id, obs, fp, OutcomeNew, at)
+	stateID, err := tx.addHistory(id, in, OutcomeNew, at)
 	if err != nil {
 		return Result{}, err
 	}
@@ -240,13 +278,14 @@ func (tx *Tx) applyNew(obs Observation, fp string, at time.Time) (Result, error)
 // addHistory records an observed state. A webhook's body goes to
 // deliveries and the history row points at it; other sources keep their
 // raw JSON in the history row.
-func (tx *Tx) addHistory(orderID int64, obs Observation, fp string, outcome Outcome, at time.Time) (int64, error) {
+func (tx *Tx) addHistory(orderID int64, in applyInput, outcome Outcome, at time.Time) (int64, error) {
+	obs := in.obs
 	var (
 		deliveryID any
 		raw        any
 	)
 	if obs.Source == SourceWebhook {
-		id, err := tx.recordDelivery(orderID, obs, fp, at)
+		id, err := tx.recordDelivery(orderID, in, at)
 		if err != nil {
 			return 0, err
 		}
@@ -255,7 +294,7 @@ func (tx *Tx) addHistory(orderID int64, obs Observation, fp string, outcome Outc
 		raw = []byte(obs.Raw)
 	}
 	var id int64
-	if err := tx.s.st.insertHistory.QueryRow(orderID, fp, string(obs.Order.Status), string(obs.Source),
+	if err := tx.s.st.insertHistory.QueryRow(orderID, in.fp, string(obs.Order.Status), string(obs.Source),
 		string(outcome), at.UnixMilli(), deliveryID, raw).Scan(&id); err != nil {
 		return 0, fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
 	}
@@ -264,20 +303,20 @@ func (tx *Tx) addHistory(orderID int64, obs Observation, fp string, outcome Outc
 
 // recordDelivery stores a webhook body once per order; a byte-identical
 // repeat bumps its counter.
-func (tx *Tx) recordDelivery(orderID int64, obs Observation, fp string, at time.Time) (int64, error) {
-	sum := sha256.Sum256(obs.Raw)
+func (tx *Tx) recordDelivery(orderID int64, in applyInput, at time.Time) (int64, error) {
+	obs := in.obs
 	var (
 		headers any
 		remote  any
 	)
+	if in.headers != nil {
+		headers = in.headers
+	}
 	if obs.Delivery != nil {
-		if h := selectHeaders(obs.Delivery.Header); h != nil {
-			headers = h
-		}
 		remote = nullString(obs.Delivery.RemoteAddr)
 	}
 	var id int64
-	if err := tx.s.st.upsertDelivery.QueryRow(orderID, sum[:], fp, []byte(obs.Raw), headers, remote,
+	if err := tx.s.st.upsertDelivery.QueryRow(orderID, in.bodySum[:], in.fp, []byte(obs.Raw), headers, remote,
 		at.UnixMilli(), at.UnixMilli()).Scan(&id); err != nil {
 		return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
 	}
@@ -288,14 +327,11 @@ func (tx *Tx) recordDelivery(orderID int64, obs Observation, fp string, at time.
 func (tx *Tx) orderEvent(obs Observation, fp, eventType string, stateID int64, at time.Time) (string, error) {
 	o := obs.Order
 	id := EventID(o.ID, fp, eventType)
-	res, err := tx.s.st.insertOutbox.Exec(id, eventType, OrderSubject(string(o.Type), string(o.Status)), o.ID,
-		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, nil, tx.s.now().UnixMilli())
-	if err != nil {
+	if _, err := tx.s.st.insertOrderEvent.Exec(id, eventType, OrderSubject(string(o.Type), string(o.Status)), o.ID,
+		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, tx.s.now().UnixMilli()); err != nil {
 		return "", fmt.Errorf("apply %s: queue event: %w", o.ID, err)
 	}
-	if n, err := res.RowsAffected(); err == nil {
-		tx.events += int(n)
-	}
+	tx.events++
 	return id, nil
 }
 
@@ -330,10 +366,8 @@ func (tx *Tx) finalConflict(cur currentOrder, obs Observation, fp string) error 
 		src Source
 		raw []byte
 	)
-	if cur.stateID.Valid {
-		if err := tx.s.st.stateRaw.QueryRow(cur.stateID.Int64).Scan(&src, &raw); err != nil {
-			return fmt.Errorf("apply %s: load stored state: %w", obs.Order.ID, err)
-		}
+	if err := tx.s.st.stateRaw.QueryRow(cur.id).Scan(&src, &raw); err != nil {
+		return fmt.Errorf("apply %s: load stored state: %w", obs.Order.ID, err)
 	}
 	return tx.openMismatch("final status conflict", cur, mismatchVersion{Source: src, Status: cur.status, Order: jsonOrNull(raw)}, obs)
 }

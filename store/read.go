@@ -59,13 +59,9 @@ func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (
 		first, updated       int64
 		completed, nextCheck sql.NullInt64
 	)
-	err = tx.QueryRowContext(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.fingerprint,
-			coalesce(h.raw, d.raw), o.learned_via, o.first_seen_at, o.updated_at, o.completed_at,
-			o.next_check_at, o.check_attempts
-		FROM orders o
-		LEFT JOIN order_history h ON h.id = o.state_id
-		LEFT JOIN deliveries d ON d.id = h.delivery_id
-		WHERE o.merchant_order_id = ?`, merchantOrderID).Scan(&id, &v.ProviderID, &v.MerchantOrderID, &v.Type,
+	err = tx.QueryRowContext(ctx, `SELECT id, provider_id, merchant_order_id, type, status, fingerprint,
+			raw, learned_via, first_seen_at, updated_at, completed_at, next_check_at, check_attempts
+		FROM orders_current WHERE merchant_order_id = ?`, merchantOrderID).Scan(&id, &v.ProviderID, &v.MerchantOrderID, &v.Type,
 		&v.Status, &v.Fingerprint, &raw, &v.LearnedVia, &first, &updated, &completed, &nextCheck, &v.CheckAttempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("order %s: %w", merchantOrderID, ErrNotFound)

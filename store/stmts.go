@@ -21,7 +21,8 @@ type stmts struct {
 	upsertDelivery    *sql.Stmt
 	seenBefore        *sql.Stmt
 	insertHistory     *sql.Stmt
-	insertOutbox      *sql.Stmt
+	insertOrderEvent  *sql.Stmt
+	insertEvent       *sql.Stmt
 	stateRaw          *sql.Stmt
 	lastBySource      *sql.Stmt
 	markPublished     *sql.Stmt
@@ -48,7 +49,7 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.rollbackTo, "ROLLBACK TO w")
 	p(&st.release, "RELEASE w")
 
-	p(&st.orderByProviderID, `SELECT id, merchant_order_id, status, fingerprint, state_id, learned_via
+	p(&st.orderByProviderID, `SELECT id, merchant_order_id, status, fingerprint, learned_via
 		FROM orders WHERE provider_id = ?`)
 	p(&st.insertOrder, `INSERT INTO orders (provider_id, merchant_order_id, type, status, fingerprint,
 			source_amount, source_currency, target_amount, target_currency, learned_via,
@@ -73,12 +74,19 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.insertHistory, `INSERT INTO order_history (order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING id`)
-	p(&st.insertOutbox, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,
-			learned_via, state_id, data, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (event_id) DO NOTHING`)
-	p(&st.stateRaw, `SELECT h.source, coalesce(h.raw, d.raw) FROM order_history h
-		LEFT JOIN deliveries d ON d.id = h.delivery_id WHERE h.id = ?`)
+	// Order events need no conflict clause (see the outbox table's
+	// comment in the schema); other events drop repeats on event_id.
+	p(&st.insertOrderEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,
+			learned_via, state_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	p(&st.insertEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,
+			learned_via, data, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_id) WHERE state_id IS NULL DO NOTHING`)
+	p(&st.stateRaw, `SELECT h.source, coalesce(h.raw, d.raw) FROM orders o
+		JOIN order_history h ON h.id = o.state_id
+		LEFT JOIN deliveries d ON d.id = h.delivery_id
+		WHERE o.id = ?`)
 	p(&st.lastBySource, `SELECT coalesce(h.raw, d.raw) FROM order_history h
 		LEFT JOIN deliveries d ON d.id = h.delivery_id
 		WHERE h.order_id = ? AND h.status = ? AND h.source = ?

@@ -266,8 +266,12 @@ func (s *Store) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	select {
 	case <-s.done:
-	case <-ctx.Done():
-		return fmt.Errorf("close store: waiting for writer: %w", ctx.Err())
+	default:
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return fmt.Errorf("close store: waiting for writer: %w", ctx.Err())
+		}
 	}
 	var errs []error
 	if s.rdb != nil {

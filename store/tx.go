@@ -61,8 +61,8 @@ func (tx *Tx) InsertEvent(ev OutboxEvent) (inserted bool, err error) {
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}
-	res, err := tx.s.st.insertOutbox.Exec(ev.ID, ev.Type, ev.Subject, ev.EventSubject, ev.Time.UnixMilli(),
-		nullString(ev.MerchantOrderID), nullString(string(ev.LearnedVia)), nil, []byte(ev.Data), now.UnixMilli())
+	res, err := tx.s.st.insertEvent.Exec(ev.ID, ev.Type, ev.Subject, ev.EventSubject, ev.Time.UnixMilli(),
+		nullString(ev.MerchantOrderID), nullString(string(ev.LearnedVia)), []byte(ev.Data), now.UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("insert event %s: %w", ev.ID, err)
 	}

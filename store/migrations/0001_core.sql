@@ -11,8 +11,9 @@
 -- provider order id. state_id points at the order_history row of the
 -- current state, whose raw JSON lives either in that row (polls, gateway
 -- answers) or in the delivery it points at (webhooks), so a body is stored
--- once. The pointer is not declared as a foreign key because the two rows
--- reference each other and are written in the same transaction.
+-- once (the orders_current view joins it). The pointer is not declared as a
+-- foreign key because the two rows reference each other and are written in
+-- the same transaction.
 CREATE TABLE orders (
     id                INTEGER PRIMARY KEY,
     provider_id       TEXT    NOT NULL UNIQUE,
@@ -75,13 +76,28 @@ CREATE TABLE order_history (
 );
 CREATE INDEX order_history_order ON order_history (order_id, fingerprint);
 
+-- orders_current: each order with the raw JSON of its current state, for
+-- readers (API, reports) that want the provider's own shape.
+CREATE VIEW orders_current AS
+SELECT o.*, coalesce(h.raw, d.raw) AS raw
+  FROM orders o
+  LEFT JOIN order_history h ON h.id = o.state_id
+  LEFT JOIN deliveries d ON d.id = h.delivery_id;
+
 -- outbox: events waiting to be published, in seq order. AUTOINCREMENT keeps
 -- seq from ever being reused after pruning, so a relay's cursor stays valid.
--- Order events reference their history row for data; other events (findings,
--- creation outcomes) carry data inline.
+-- Order events reference their history row (state_id) for data; other
+-- events (findings, creation outcomes) carry data inline.
+--
+-- Event ids are unique. For order events that holds by construction: the id
+-- hashes (order id, fingerprint, type) and the write path queues at most
+-- one event per (order, fingerprint), since a fingerprint already in the
+-- order's history is never new again. The unique index therefore covers
+-- only the other events, whose writers rely on INSERT ... ON CONFLICT to
+-- drop repeats; this saves a random-key index write per order event.
 CREATE TABLE outbox (
     seq               INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id          TEXT    NOT NULL UNIQUE,
+    event_id          TEXT    NOT NULL,
     type              TEXT    NOT NULL,
     subject           TEXT    NOT NULL,
     event_subject     TEXT    NOT NULL,
@@ -94,6 +110,7 @@ CREATE TABLE outbox (
     published_at      INTEGER,
     CHECK ((state_id IS NULL) <> (data IS NULL))
 );
+CREATE UNIQUE INDEX outbox_event_id ON outbox (event_id) WHERE state_id IS NULL;
 CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL;
 
 -- quarantine: signed webhook bodies that did not parse as an order. Kept
