@@ -403,15 +403,17 @@ func (c *Client) roundTrip(endpoint string, req *http.Request) (json.RawMessage,
 		return nil, &InDoubtError{Endpoint: endpoint, StatusCode: resp.StatusCode,
 			Reason: c.scrub(fmt.Sprintf("unexpected HTTP status %d, body %s", resp.StatusCode, bodyPrefix(body)))}
 	}
-	data, err := DecodeEnvelope(body)
-	var perr *Error
+	data, perr, reason, cause := decodeEnvelope(body)
 	switch {
-	case errors.As(err, &perr):
+	case perr != nil:
 		c.scrubError(perr)
 		return nil, fmt.Errorf("%s: %w", endpoint, perr)
-	case err != nil:
+	case reason != "":
+		if cause != nil {
+			reason += ": " + cause.Error()
+		}
 		return nil, &InDoubtError{Endpoint: endpoint, StatusCode: resp.StatusCode,
-			Reason: c.scrub(err.Error() + ", body " + bodyPrefix(body)), Err: err}
+			Reason: c.scrub(reason + ", body " + bodyPrefix(body)), Err: cause}
 	}
 	return data, nil
 }
@@ -421,33 +423,48 @@ func (c *Client) roundTrip(endpoint string, req *http.Request) (json.RawMessage,
 // envelope whose error is set, or an error wrapping ErrInDoubt for a body
 // that is not an envelope.
 func DecodeEnvelope(body []byte) (json.RawMessage, error) {
+	data, perr, reason, cause := decodeEnvelope(body)
+	switch {
+	case perr != nil:
+		return nil, perr
+	case reason != "" && cause != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrInDoubt, reason, cause)
+	case reason != "":
+		return nil, fmt.Errorf("%w: %s", ErrInDoubt, reason)
+	}
+	return data, nil
+}
+
+// decodeEnvelope returns the data, or the provider's error, or why body is
+// not an envelope (with the decoding error, if any).
+func decodeEnvelope(body []byte) (json.RawMessage, *Error, string, error) {
 	if firstByte(body) != '{' {
-		return nil, fmt.Errorf("%w: answer is not a JSON object", ErrInDoubt)
+		return nil, nil, "answer is not a JSON object", nil
 	}
 	var env struct {
 		Data  json.RawMessage `json:"data"`
 		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("%w: answer is not an envelope: %w", ErrInDoubt, err)
+		return nil, nil, "answer is not an envelope", err
 	}
 	if env.Data == nil && env.Error == nil {
-		return nil, fmt.Errorf("%w: answer has neither data nor error", ErrInDoubt)
+		return nil, nil, "answer has neither data nor error", nil
 	}
 	if env.Error != nil && !isNull(env.Error) {
 		var e Error
 		if err := json.Unmarshal(env.Error, &e); err != nil {
-			return nil, fmt.Errorf("%w: error object does not decode: %w", ErrInDoubt, err)
+			return nil, nil, "error object does not decode", err
 		}
 		if e.Code == "" {
-			return nil, fmt.Errorf("%w: error object has no code", ErrInDoubt)
+			return nil, nil, "error object has no code", nil
 		}
-		return nil, &e
+		return nil, &e, "", nil
 	}
 	if env.Data == nil {
-		return json.RawMessage("null"), nil
+		return json.RawMessage("null"), nil, "", nil
 	}
-	return env.Data, nil
+	return env.Data, nil, "", nil
 }
 
 func (c *Client) badData(endpoint, reason string, err error) error {
