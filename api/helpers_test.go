@@ -1,0 +1,208 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"orderd/api"
+	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/store"
+)
+
+// testToken is the admin token of test servers that want one.
+const testToken = "s3cret-admin-token"
+
+// testPublicURL is the receiver URL the gateway sets as webhookUrl.
+const testPublicURL = "https://orderd.example/webhooks/orders"
+
+// setup tunes an env before it starts.
+type setup struct {
+	token       string
+	timeout     time.Duration
+	fake        providertest.Options
+	checks      []api.Check
+	metrics     http.Handler
+	noProvider  bool
+	maxBodySize int64
+}
+
+// env is an admin API served over loopback from a real store in a temp
+// dir, with a real provider client talking to the fake provider.
+type env struct {
+	t      testing.TB
+	fake   *providertest.Server
+	store  *store.Store
+	client *provider.Client
+	url    string
+	token  string
+	// creates counts create calls the client handed to the transport.
+	creates atomic.Int64
+}
+
+func newEnv(t testing.TB, su setup) *env {
+	t.Helper()
+	if su.fake.KeyType == "" && su.fake.Key == nil {
+		su.fake.KeyType = "ecdsa" // much faster to generate than RSA
+	}
+	e := &env{t: t, token: su.token}
+	e.fake = providertest.NewServer(su.fake)
+	t.Cleanup(e.fake.Close)
+	st, err := store.Open(context.Background(), t.TempDir()+"/orderd.db", store.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Close(ctx); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	e.store = st
+	if su.timeout == 0 {
+		su.timeout = 5 * time.Second
+	}
+	e.client, err = provider.NewClient(provider.Options{
+		BaseURL: e.fake.URL(), APIKey: e.fake.APIKey(), Timeout: su.timeout,
+		Observe: func(endpoint, _ string, _ time.Duration) {
+			if strings.HasSuffix(endpoint, "/create") || strings.HasSuffix(endpoint, "/deactivate") {
+				e.creates.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := api.Deps{Store: st, Provider: e.client, Checks: su.checks, Metrics: su.metrics}
+	if su.noProvider {
+		deps.Provider = nil
+	}
+	h := api.New(api.Config{Token: su.token, PublicURL: testPublicURL, MaxBodyBytes: su.maxBodySize,
+		Logger: slog.New(slog.DiscardHandler)}, deps)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// response is an answer as the tests read it.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body into a generic map.
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("answer is not a JSON object: %v\n%s", err, r.body)
+	}
+	return m
+}
+
+// do sends a request with the env's token (if any) and extra headers.
+func (e *env) do(method, path, body string, header ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			req.Header.Del(header[i])
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (e *env) post(path, body string, header ...string) response {
+	e.t.Helper()
+	return e.do(http.MethodPost, path, body, header...)
+}
+
+func (e *env) get(path string) response {
+	e.t.Helper()
+	return e.do(http.MethodGet, path, "")
+}
+
+// attempts returns every stored attempt.
+func (e *env) attempts() []store.Attempt {
+	e.t.Helper()
+	as, err := e.store.ListAttempts(context.Background(), store.AttemptQuery{Limit: 1000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return as
+}
+
+// createCalls is how many calls the fake received at a create endpoint.
+func (e *env) createCalls(path string) int {
+	return len(e.fake.Calls(path))
+}
+
+// payinBody is a valid payin request.
+func payinBody(merchantOrderID, amount string) string {
+	return `{"merchantOrderId":"` + merchantOrderID + `","invoice":{"amount":"` + amount + `","currency":"brl"},` +
+		`"client":{"name":"Ana"},"returnUrl":"https://shop.example/back"}`
+}
+
+// wantStatus fails the test unless r has status.
+func wantStatus(t testing.TB, r response, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+}
+
+// field reads a dotted path from a decoded JSON object.
+func field(m map[string]any, path string) any {
+	var cur any = m
+	for _, p := range strings.Split(path, ".") {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = obj[p]
+	}
+	return cur
+}
+
+// compactJSON compacts b for comparisons.
+func compactJSON(t testing.TB, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	return buf.String()
+}

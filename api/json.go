@@ -1,0 +1,146 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// writeJSON writes v as the JSON answer with status. HTML characters are
+// not escaped, so URLs in provider data read as they came.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Every answer is built from plain fields and valid raw JSON; if
+		// that ever fails, say so rather than write half a body.
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"encode answer"}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// readBody reads the whole request body, bounded by the configured size.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &tooLargeError{limit: mbe.Limit}
+		}
+		return nil, &badRequestError{msg: "read body: " + err.Error()}
+	}
+	return body, nil
+}
+
+// decodeStrict decodes body, which must be exactly one JSON object, into
+// dst. An unknown field is a *badRequestError naming it; malformed JSON is
+// a *badRequestError; a value of the wrong type is a validation error
+// naming the field (the JSON is fine, the field is not).
+func decodeStrict(body []byte, dst any) error {
+	if err := checkObject(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &badRequestError{msg: "body must hold exactly one JSON object"}
+	}
+	return nil
+}
+
+// decodeObject decodes body, which must be exactly one JSON object, into a
+// generic map keeping numbers exact (json.Number), for bodies whose shape
+// the provider does not show.
+func decodeObject(body []byte) (map[string]any, error) {
+	if err := checkObject(body); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &badRequestError{msg: "body must hold exactly one JSON object"}
+	}
+	return m, nil
+}
+
+func checkObject(body []byte) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(trimmed) == 0:
+		return &badRequestError{msg: "body is empty; a JSON object is required"}
+	case trimmed[0] != '{':
+		return &badRequestError{msg: "body must be a JSON object"}
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &se):
+		return &badRequestError{msg: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
+	case errors.As(err, &te) && te.Field != "":
+		return fieldErrors{{Field: te.Field, Message: "must be " + jsonKind(te.Type.String())}}
+	case errors.As(err, &te):
+		return &badRequestError{msg: "body must be a JSON object"}
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return &badRequestError{msg: "malformed JSON: unexpected end of body"}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if f, uerr := strconv.Unquote(name); uerr == nil {
+			name = f
+		}
+		return &badRequestError{msg: fmt.Sprintf("unknown field %q", name), field: name}
+	}
+	return &badRequestError{msg: "malformed JSON: " + err.Error()}
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// canonicalJSON re-encodes v so that equal requests have equal bytes
+// whatever their formatting: struct fields in declaration order, map keys
+// sorted, no insignificant space, numbers as written.
+func canonicalJSON(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
