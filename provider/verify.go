@@ -190,15 +190,9 @@ func (v *Verifier) Verify(body []byte, signature string) error {
 	if err != nil {
 		return err
 	}
-	fits := false
-	for i := range v.keys {
-		if k := &v.keys[i]; len(sig) >= k.minLen && len(sig) <= k.maxLen {
-			fits = true
-			break
-		}
-	}
-	if !fits {
-		return fmt.Errorf("%w: %d bytes fits none of the keys", ErrMalformedSignature, len(sig))
+	if !v.wellFormed(sig) {
+		return fmt.Errorf("%w: %d bytes is neither an RSA signature of a loaded key's size nor an ASN.1 ECDSA signature for a loaded curve",
+			ErrMalformedSignature, len(sig))
 	}
 	digest := sha512.Sum512(body)
 	n := uint32(len(v.keys))
@@ -213,6 +207,65 @@ func (v *Verifier) Verify(body []byte, signature string) error {
 		}
 	}
 	return ErrBadSignature
+}
+
+// wellFormed reports whether sig could be a signature by one of the keys: the
+// exact size of an RSA key, or an ASN.1 DER (r, s) pair of a size an EC key
+// allows. It tells a mangled signature from a wrong one.
+func (v *Verifier) wellFormed(sig []byte) bool {
+	der := -1 // not yet checked
+	for i := range v.keys {
+		k := &v.keys[i]
+		if len(sig) < k.minLen || len(sig) > k.maxLen {
+			continue
+		}
+		if k.rsa != nil {
+			return true
+		}
+		if der < 0 {
+			der = 0
+			if isECDSADER(sig) {
+				der = 1
+			}
+		}
+		if der == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// isECDSADER reports whether sig is exactly SEQUENCE { INTEGER, INTEGER } in
+// DER with short integer lengths, which every supported curve uses.
+func isECDSADER(sig []byte) bool {
+	if len(sig) < 8 || sig[0] != 0x30 {
+		return false
+	}
+	body := sig[2:]
+	switch l := int(sig[1]); {
+	case l < 0x80:
+		if l != len(body) {
+			return false
+		}
+	case l == 0x81 && len(sig) > 3 && sig[2] >= 0x80:
+		body = sig[3:]
+		if int(sig[2]) != len(body) {
+			return false
+		}
+	default:
+		return false
+	}
+	for range 2 {
+		if len(body) < 3 || body[0] != 0x02 {
+			return false
+		}
+		n := int(body[1])
+		if n == 0 || n >= 0x80 || n > len(body)-2 {
+			return false
+		}
+		body = body[2+n:]
+	}
+	return len(body) == 0
 }
 
 func (k *verifyKey) verify(digest, sig []byte) bool {
