@@ -576,3 +576,20 @@ func TestHandler_ServeHTTP_Logs(t *testing.T) {
 		}
 	}
 }
+
+// TestHandler_ServeHTTP_IdentityConflict: a signed order that contradicts a
+// stored identity (another provider id under a known merchantOrderId) is
+// not applied but kept in quarantine.
+func TestHandler_ServeHTTP_IdentityConflict(t *testing.T) {
+	f := newFixture(t, receiver.Config{})
+	wantReply(t, f.post(newOrder(1, "completed").JSON()), http.StatusOK, receiver.OutcomeAccepted)
+	impostor := newOrder(2, "completed")
+	impostor.moid = "m-1"
+	wantReply(t, f.post(impostor.JSON()), http.StatusOK, receiver.OutcomeQuarantined)
+	if n := f.count("orders", ""); n != 1 {
+		t.Errorf("orders = %d, want 1", n)
+	}
+	if n := f.count("quarantine", "order_id = ?", impostor.id); n != 1 {
+		t.Errorf("quarantine rows for the impostor = %d, want 1", n)
+	}
+}
