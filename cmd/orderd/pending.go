@@ -40,49 +40,12 @@ func noArgs(e *env) error {
 	return nil
 }
 
-func runCommand() command {
-	return command{
-		Name:    "run",
-		Summary: "run the daemon",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			return pending(true, noArgs)
-		},
-	}
-}
-
 func sandboxCommand() command {
 	return command{
 		Name:    "sandbox",
 		Summary: "run everything on loopback with a fake provider and demo traffic",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			return pending(false, noArgs)
-		},
-	}
-}
-
-func migrateCommand() command {
-	return command{
-		Name:    "migrate",
-		Summary: "apply database schema migrations and exit",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			return pending(true, noArgs)
-		},
-	}
-}
-
-func reconcileCommand() command {
-	return command{
-		Name:    "reconcile",
-		Summary: "run reconcile jobs once now, print a summary and exit",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			reconcileJobs := []string{"stale", "doubt", "balances", "all"}
-			job := fs.String("job", "all", "job to run: "+strings.Join(reconcileJobs, "|"))
-			return pending(true, func(e *env) error {
-				if !slices.Contains(reconcileJobs, *job) {
-					return e.usagef("-job %q is not one of %s", *job, strings.Join(reconcileJobs, ", "))
-				}
-				return noArgs(e)
-			})
 		},
 	}
 }
@@ -115,17 +78,6 @@ func reportCommand() command {
 				}
 				return noArgs(e)
 			})
-		},
-	}
-}
-
-func tailCommand() command {
-	return command{
-		Name:    "tail",
-		Summary: "print order events from NATS as they arrive",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			fs.String("subject", "", "subject filter `S` (default: every subject of the stream)")
-			return pending(false, noArgs)
 		},
 	}
 }

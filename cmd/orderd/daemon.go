@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
+
+	"orderd/api"
+	"orderd/provider"
+	"orderd/publish"
+	"orderd/receiver"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+// daemon is one running orderd: the store, NATS and the relay, the provider
+// client, both listeners and the reconciler's schedule. startDaemon builds
+// and starts it; Close stops it in the order that loses nothing: HTTP
+// first, then the scheduled jobs, then the relay's flush and NATS, and the
+// database last.
+type daemon struct {
+	cfg *Config
+	log *slog.Logger
+	now func() time.Time
+
+	store    *store.Store
+	embedded *publish.Embedded
+	nc       *nats.Conn
+	connSt   *publish.ConnState
+	relay    *publish.Relay
+	stopRel  context.CancelFunc
+	relDone  chan error
+	client   *provider.Client
+	limiter  *rate.Limiter
+	webhooks *receiver.Handler
+	recvSrv  *receiver.Server
+	admin    *adminServer
+	rec      *reconcile.Reconciler
+	registry *prometheus.Registry
+
+	// natsURL is where events can be read: the embedded server's client
+	// URL or the configured one.
+	natsURL string
+}
+
+// daemonOptions adjust startDaemon for the sandbox and for tests.
+type daemonOptions struct {
+	// HTTPClient is used for provider calls; nil means a fresh client.
+	HTTPClient *http.Client
+	// Dashboard and Reports are extra admin handlers, when built.
+	extraAdmin func(d *daemon, deps *api.Deps) error
+}
+
+// startDaemon opens every part of orderd and starts serving. On error,
+// whatever was started is stopped again.
+func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts daemonOptions) (_ *daemon, err error) {
+	d := &daemon{cfg: cfg, log: logger, now: time.Now, registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+			defer cancel()
+			_ = d.Close(closeCtx)
+		}
+	}()
+
+	// The store comes first: nothing may be accepted before it can commit.
+	var pm *processMetrics
+	d.store, err = store.Open(ctx, cfg.Store.Path, store.Options{
+		Logger:     logger.With("component", "store"),
+		CheckAfter: cfg.Reconcile.StaleAfter,
+		OnCommit: func(batch int, dur time.Duration) {
+			if pm != nil {
+				pm.onCommit(batch, dur)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+	}
+	pm = newProcessMetrics(d.registry, d.store, d.now)
+	// Creations that were in flight when orderd last stopped have an
+	// unknown outcome: they become in doubt and the reconciler settles them.
+	if n, err := d.store.RecoverPendingAttempts(ctx); err != nil {
+		return nil, fmt.Errorf("recover pending attempts: %w", err)
+	} else if n > 0 {
+		logger.Warn("creations in flight at the last stop are now in doubt", "component", "gateway", "attempts", n)
+	}
+
+	if err := d.startNATS(ctx); err != nil {
+		return nil, err
+	}
+
+	// One token bucket paces every call to the provider: polls, creations,
+	// balances and lists.
+	d.limiter = reconcile.NewLimiter(cfg.Provider.RateLimit, cfg.Provider.RateBurst)
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	d.client, err = newProviderClient(cfg, hc, d.limiter, pm.observeProvider)
+	if err != nil {
+		return nil, err
+	}
+
+	verifier, err := loadVerifier(cfg.Provider.PublicKeys)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := receiver.NewMetrics(d.registry)
+	if err != nil {
+		return nil, fmt.Errorf("receiver metrics: %w", err)
+	}
+	d.webhooks = receiver.New(receiver.Config{
+		Path:           cfg.Receiver.Path,
+		AllowedIPs:     cfg.Receiver.AllowedIPs,
+		TrustedProxies: cfg.Receiver.TrustedProxies,
+		MaxBodyBytes:   int64(cfg.Receiver.MaxBodyBytes),
+		AckBudget:      cfg.Receiver.AckBudget,
+	}, receiver.Deps{
+		Store:    d.store,
+		Verifier: verifier,
+		Logger:   logger.With("component", "receiver"),
+		Metrics:  rm,
+	})
+
+	d.rec = newReconciler(cfg, d.store, d.client, logger, reconcile.NewMetrics(d.registry), nil)
+
+	deps := api.Deps{
+		Store:    d.store,
+		Provider: d.client,
+		Checks: []api.Check{{Name: "nats", Check: func(context.Context) error {
+			return d.connSt.Ready(cfg.NATS.UnreachableReadyAfter)
+		}}},
+		Metrics: promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
+	}
+	if opts.extraAdmin != nil {
+		if err := opts.extraAdmin(d, &deps); err != nil {
+			return nil, err
+		}
+	}
+	adminHandler := api.New(api.Config{
+		Token:     cfg.Admin.Token.Reveal(),
+		PublicURL: cfg.Receiver.PublicURL,
+		Logger:    logger.With("component", "api"),
+	}, deps)
+
+	d.recvSrv = receiver.NewServer(receiver.ServerConfig{Addr: cfg.Receiver.Listen}, d.webhooks, logger)
+	if err := d.recvSrv.Start(); err != nil {
+		return nil, fmt.Errorf("receiver.listen: %w", err)
+	}
+	d.admin = newAdminServer(cfg.Admin.Listen, adminHandler, logger.With("component", "api"))
+	if err := d.admin.Start(); err != nil {
+		return nil, fmt.Errorf("admin.listen: %w", err)
+	}
+	if err := d.rec.Start(ctx); err != nil {
+		return nil, fmt.Errorf("reconcile schedules: %w", err)
+	}
+	logger.Info("orderd started",
+		"webhooks", d.recvSrv.Addr(), "admin", d.admin.Addr(), "nats", d.natsURL,
+		"store", cfg.Store.Path)
+	return d, nil
+}
+
+// startNATS starts the embedded server when nats.url is empty, connects,
+// and starts the relay. The relay provisions the stream itself, also when
+// NATS only comes up later, so orderd starts and takes webhooks while NATS
+// is down.
+func (d *daemon) startNATS(ctx context.Context) error {
+	cfg := d.cfg
+	log := d.log.With("component", "publish")
+	url := cfg.NATS.URL
+	if url == "" {
+		emb, err := publish.StartEmbedded(publish.EmbeddedConfig{
+			Listen:    cfg.NATS.Embedded.Listen,
+			StoreDir:  cfg.NATS.Embedded.StoreDir,
+			MaxStore:  int64(cfg.NATS.Embedded.MaxStore),
+			MaxMemory: int64(cfg.NATS.Embedded.MaxMemory),
+			Logger:    d.log.With("component", "nats"),
+		})
+		if err != nil {
+			return fmt.Errorf("nats.embedded: %w", err)
+		}
+		d.embedded = emb
+		url = emb.ClientURL()
+	}
+	d.natsURL = url
+	pubMetrics, err := publish.NewMetrics(d.registry)
+	if err != nil {
+		return fmt.Errorf("publish metrics: %w", err)
+	}
+	d.connSt = publish.NewConnState(d.now)
+	d.nc, err = publish.Connect(ctx, publish.ConnConfig{
+		URL:             url,
+		CredentialsFile: cfg.NATS.CredentialsFile,
+		Token:           cfg.NATS.Token.Reveal(),
+		TLS: publish.TLSConfig{
+			CAFile:   cfg.NATS.TLS.CAFile,
+			CertFile: cfg.NATS.TLS.CertFile,
+			KeyFile:  cfg.NATS.TLS.KeyFile,
+		},
+		Logger:  log,
+		Metrics: pubMetrics,
+		State:   d.connSt,
+	})
+	if err != nil {
+		return fmt.Errorf("nats.url: %w", err)
+	}
+	js, err := publish.NewJetStream(d.nc, cfg.Publish.PublishTimeout)
+	if err != nil {
+		return err
+	}
+	d.relay, err = publish.NewRelay(publish.RelayConfig{
+		Prefix:         cfg.NATS.SubjectPrefix,
+		BatchSize:      cfg.Publish.Batch,
+		PublishTimeout: cfg.Publish.PublishTimeout,
+		Retention:      cfg.Publish.Retention,
+		Stream: &publish.StreamConfig{
+			Name:            cfg.NATS.Stream,
+			Prefix:          cfg.NATS.SubjectPrefix,
+			DuplicateWindow: cfg.NATS.DuplicateWindow,
+			MaxAge:          cfg.NATS.MaxAge,
+			MaxBytes:        int64(cfg.NATS.MaxBytes),
+		},
+		Logger:  log,
+		Metrics: pubMetrics,
+	}, d.store, js)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	relCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopRel = cancel
+	d.relDone = make(chan error, 1)
+	go func() { d.relDone <- d.relay.Run(relCtx) }()
+	return nil
+}
+
+// Reload applies what can change safely while running: the provider's
+// public keys, the receiver's allow-lists and the log level. Everything
+// else needs a restart, and the log says so.
+func (d *daemon) Reload(cfg *Config, lg *logging) error {
+	verifier, err := loadVerifier(cfg.Provider.PublicKeys)
+	if err != nil {
+		return err
+	}
+	d.webhooks.SetVerifier(verifier)
+	d.webhooks.SetAllowedIPs(cfg.Receiver.AllowedIPs)
+	d.webhooks.SetTrustedProxies(cfg.Receiver.TrustedProxies)
+	if lg != nil {
+		if err := lg.SetLevel(cfg.Log.Level); err != nil {
+			return err
+		}
+	}
+	d.log.Info("configuration reloaded: provider.public_keys, receiver.allowed_ips, receiver.trusted_proxies, log.level; other keys need a restart",
+		"public_keys", len(cfg.Provider.PublicKeys))
+	return nil
+}
+
+// watchdog pings systemd's watchdog while the store can still commit, so a
+// wedged writer gets the service restarted. It returns when ctx ends.
+func (d *daemon) watchdog(ctx context.Context) {
+	interval, err := sd.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rctx, cancel := context.WithTimeout(ctx, interval/3)
+			err := d.store.Ready(rctx)
+			cancel()
+			if err != nil {
+				d.log.Error("store cannot commit; withholding the watchdog ping", "err", err)
+				continue
+			}
+			_, _ = sd.SdNotify(false, sd.SdNotifyWatchdog)
+		}
+	}
+}
+
+// Close stops orderd: HTTP listeners (in-flight webhooks get their answer),
+// the scheduled jobs (waiting for running ones), the relay's flush, NATS,
+// and the database last. It is safe on a partly started daemon.
+func (d *daemon) Close(ctx context.Context) error {
+	var errs []error
+	if d.recvSrv != nil {
+		errs = append(errs, d.recvSrv.Close(ctx))
+	}
+	if d.admin != nil {
+		errs = append(errs, d.admin.Close(ctx))
+	}
+	if d.rec != nil {
+		errs = append(errs, d.rec.Stop(ctx))
+	}
+	if d.stopRel != nil {
+		d.stopRel()
+		select {
+		case <-d.relDone:
+		case <-ctx.Done():
+		}
+	}
+	errs = append(errs, publish.Stop(ctx, d.relay, d.nc, d.embedded))
+	if d.store != nil {
+		errs = append(errs, d.store.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// loadVerifier reads the provider's public keys from PEM files.
+func loadVerifier(files []string) (*provider.Verifier, error) {
+	keys, err := provider.LoadPublicKeys(files...)
+	if err != nil {
+		return nil, &configError{Key: "provider.public_keys", Problem: err.Error()}
+	}
+	v, err := provider.NewVerifier(keys...)
+	if err != nil {
+		return nil, &configError{Key: "provider.public_keys", Problem: err.Error()}
+	}
+	return v, nil
+}
+
+// adminServer is the admin listener: health, metrics, API and dashboard.
+type adminServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	log  *slog.Logger
+	done chan struct{}
+}
+
+func newAdminServer(addr string, h http.Handler, log *slog.Logger) *adminServer {
+	return &adminServer{log: log, srv: &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// Reports stream large bodies; the write bound is generous.
+		WriteTimeout:   10 * time.Minute,
+		IdleTimeout:    60 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}
+}
+
+func (s *adminServer) Start() error {
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	s.log.Info("admin listener started", "addr", ln.Addr().String())
+	return nil
+}
+
+func (s *adminServer) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+func (s *adminServer) Close(ctx context.Context) error {
+	if s.done == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+	return err
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"orderd/provider"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+// reconcileJobs are the values of "orderd reconcile -job".
+var reconcileJobs = []string{reconcile.JobStale, reconcile.JobDoubt, reconcile.JobBalances, reconcile.JobRequisites, reconcile.JobAll}
+
+func reconcileCommand() command {
+	return command{
+		Name:    "reconcile",
+		Summary: "run reconcile jobs once now, print a summary and exit",
+		Help: "Works on the same database as a running daemon (WAL allows it); events it queues are\n" +
+			"published by the daemon's relay within a second. Exit status 1 when a job failed.",
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			job := fs.String("job", "all", "job to run: "+strings.Join(reconcileJobs, "|"))
+			return func(ctx context.Context, e *env) error {
+				if !slices.Contains(reconcileJobs, *job) {
+					return e.usagef("-job %q is not one of %s", *job, strings.Join(reconcileJobs, ", "))
+				}
+				if err := noArgs(e); err != nil {
+					return err
+				}
+				cfg, err := e.LoadConfig()
+				if err != nil {
+					return err
+				}
+				lg, err := e.NewLogging(cfg.Log)
+				if err != nil {
+					return err
+				}
+				return runReconcileOnce(ctx, e, cfg, lg.Logger, *job)
+			}
+		},
+	}
+}
+
+func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Logger, job string) error {
+	st, err := store.Open(ctx, cfg.Store.Path, store.Options{
+		Logger:     logger.With("component", "store"),
+		CheckAfter: cfg.Reconcile.StaleAfter,
+	})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = st.Close(closeCtx)
+	}()
+	client, err := newProviderClient(cfg, &http.Client{}, reconcile.NewLimiter(cfg.Provider.RateLimit, cfg.Provider.RateBurst), nil)
+	if err != nil {
+		return err
+	}
+	var bar *reconcile.ProgressBar
+	var progress func(reconcile.Progress)
+	if isTerminal(e.Stderr) {
+		bar = reconcile.NewProgressBar(e.Stderr)
+		progress = bar.Update
+	}
+	rec := newReconciler(cfg, st, client, logger, nil, progress)
+	sums, runErr := rec.Run(ctx, job)
+	if bar != nil {
+		bar.Done()
+	}
+	if err := reconcile.WriteSummaries(e.Stdout, sums); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return fmt.Errorf("reconcile: %w", runErr)
+	}
+	for _, s := range sums {
+		if s.Error != "" {
+			return errors.New("reconcile: job " + s.Job + " failed: " + s.Error)
+		}
+	}
+	return nil
+}
+
+// newProviderClient builds the one provider client of a process from the
+// provider section; every call waits on limiter.
+func newProviderClient(cfg *Config, hc *http.Client, limiter provider.Limiter, observe func(string, string, time.Duration)) (*provider.Client, error) {
+	c, err := provider.NewClient(provider.Options{
+		BaseURL:    cfg.Provider.BaseURL,
+		APIKey:     cfg.Provider.APIKey.Reveal(),
+		HTTPClient: hc,
+		Timeout:    cfg.Provider.Timeout,
+		Limiter:    limiter,
+		Observe:    observe,
+	})
+	if err != nil {
+		return nil, &configError{Key: "provider.base_url", Problem: err.Error()}
+	}
+	return c, nil
+}
+
+// newReconciler maps the reconcile section onto the reconciler.
+func newReconciler(cfg *Config, st *store.Store, client *provider.Client, logger *slog.Logger, m *reconcile.Metrics, progress func(reconcile.Progress)) *reconcile.Reconciler {
+	return reconcile.New(reconcile.Config{
+		StaleAfter:      cfg.Reconcile.StaleAfter,
+		GiveUpAfter:     cfg.Reconcile.GiveUpAfter,
+		DoubtMinAge:     cfg.Reconcile.DoubtMinAge,
+		BoundaryWindow:  cfg.Reconcile.BoundaryWindow,
+		Concurrency:     cfg.Reconcile.Concurrency,
+		DriftTolerance:  cfg.Reconcile.DriftTolerance,
+		UnresolvedAfter: cfg.Reconcile.UnresolvedAfter,
+		Schedules: reconcile.Schedules{
+			Stale:      cfg.Reconcile.Schedules.Stale,
+			Doubt:      cfg.Reconcile.Schedules.Doubt,
+			Balances:   cfg.Reconcile.Schedules.Balances,
+			Requisites: cfg.Reconcile.Schedules.Requisites,
+			Report:     cfg.Reconcile.Schedules.Report,
+		},
+		Logger:   logger.With("component", "reconcile"),
+		Progress: progress,
+	}, st, client, m)
+}

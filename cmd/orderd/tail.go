@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"orderd/publish"
+)
+
+func tailCommand() command {
+	return command{
+		Name:    "tail",
+		Summary: "print order events from NATS as they arrive",
+		Help: "Prints one line per event: the subject, a space, the CloudEvent JSON. With -server it needs no\n" +
+			"config file; otherwise it reads nats.url (or the embedded server's nats.embedded.listen),\n" +
+			"nats.stream and the credentials from the config.",
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			subject := fs.String("subject", "", "subject filter `S`, wildcards allowed (default: every subject of the stream)")
+			server := fs.String("server", "", "NATS `URL` to read from instead of the config's")
+			stream := fs.String("stream", "", "stream `NAME` (default nats.stream, ORDERD)")
+			all := fs.Bool("all", false, "start with the oldest event the stream holds, not the next new one")
+			return func(ctx context.Context, e *env) error {
+				if err := noArgs(e); err != nil {
+					return err
+				}
+				cc := publish.ConnConfig{URL: *server, Name: "orderd-tail", Logger: slog.New(slog.DiscardHandler)}
+				name := *stream
+				if *server == "" {
+					cfg, err := e.LoadConfig()
+					if err != nil {
+						return err
+					}
+					cc.URL = cfg.NATS.URL
+					if cc.URL == "" {
+						cc.URL = "nats://" + cfg.NATS.Embedded.Listen
+					}
+					cc.CredentialsFile = cfg.NATS.CredentialsFile
+					cc.Token = cfg.NATS.Token.Reveal()
+					cc.TLS = publish.TLSConfig{CAFile: cfg.NATS.TLS.CAFile, CertFile: cfg.NATS.TLS.CertFile, KeyFile: cfg.NATS.TLS.KeyFile}
+					if name == "" {
+						name = cfg.NATS.Stream
+					}
+				}
+				if name == "" {
+					name = "ORDERD"
+				}
+				nc, err := publish.Connect(ctx, cc)
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				js, err := publish.NewJetStream(nc, 0)
+				if err != nil {
+					return err
+				}
+				var opts []publish.TailOption
+				if *all {
+					opts = append(opts, publish.TailAll())
+				}
+				return publish.Tail(ctx, js, name, *subject, e.Stdout, opts...)
+			}
+		},
+	}
+}
