@@ -17,8 +17,10 @@ import (
 // Done when the runs are over. Only use it when w is a terminal; the line
 // is rewritten with carriage returns.
 type ProgressBar struct {
+	// Now is the clock the redraw throttle reads; nil means time.Now.
+	Now func() time.Time
+
 	w     io.Writer
-	now   func() time.Time
 	width int
 
 	mu    sync.Mutex
@@ -29,14 +31,17 @@ type ProgressBar struct {
 
 // NewProgressBar returns a bar that draws on w.
 func NewProgressBar(w io.Writer) *ProgressBar {
-	return &ProgressBar{w: w, now: time.Now, width: 24}
+	return &ProgressBar{w: w, width: 24}
 }
 
 // Update draws p.
 func (b *ProgressBar) Update(p Progress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	now := time.Now()
+	if b.Now != nil {
+		now = b.Now()
+	}
 	newJob := p.Job != b.job
 	finished := p.Total > 0 && p.Done >= p.Total
 	if !newJob && !finished && now.Sub(b.last) < 100*time.Millisecond {

@@ -1,0 +1,117 @@
+package reconcile_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+func TestReconciler_RunRequisites_recoversDepositsNoWebhookBrought(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics := reconcile.NewMetrics(reg)
+	e := newEnv(t, envOptions{metrics: metrics})
+	// A requisite without a webhookUrl: its deposits are never announced.
+	req, _, err := e.client.CreateRequisite(t.Context(), provider.RequisiteRequest{
+		Client: provider.RequisiteClient{ID: "client-1"}, Currency: "mxn", MerchantOrderIDPrefix: "dep-",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: req.ID, Currency: "mxn", Source: store.RequisiteFromGateway}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	var deposits []*provider.Order
+	for _, amount := range []string{"100.00", "250.00", "5.00"} {
+		o, err := e.fake.Deposit(req.ID, amount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deposits = append(deposits, o)
+		e.clock.Advance(time.Second)
+	}
+	if err := e.fake.Complete(deposits[0].MerchantOrderID); err != nil {
+		t.Fatal(err)
+	}
+	// orderd heard of the second one already.
+	e.learn(deposits[1].MerchantOrderID, store.SourceWebhook)
+	e.clock.Advance(time.Minute)
+
+	firstSweep := e.clock.Now()
+	s := e.run(e.rec.RunRequisites)
+	if s.Counts["requisites"] != 1 || s.Counts["orders"] != 3 || s.Counts["recovered"] != 2 {
+		t.Fatalf("counts = %v", s.Counts)
+	}
+	if got := metricValue(t, reg, "orderd_requisite_orders_recovered_total", nil); got != 2 {
+		t.Fatalf("orderd_requisite_orders_recovered_total = %v, want 2", got)
+	}
+	want := map[string]provider.Status{
+		deposits[0].MerchantOrderID: provider.StatusCompleted,
+		deposits[1].MerchantOrderID: provider.StatusProcessing,
+		deposits[2].MerchantOrderID: provider.StatusRejected, // below minAmount
+	}
+	for mid, status := range want {
+		if v := e.order(mid); v.Status != status {
+			t.Errorf("%s stored as %s, want %s", mid, v.Status, status)
+		}
+	}
+	if evs := e.eventsOf("order.completed", deposits[0].MerchantOrderID); len(evs) != 1 || evs[0].LearnedVia != store.SourcePoll {
+		t.Errorf("recovered completion events = %+v", evs)
+	}
+
+	// The next sweep starts where this one ended (less the overlap) and
+	// brings nothing new.
+	events := len(e.events())
+	e.clock.Advance(time.Hour)
+	s = e.run(e.rec.RunRequisites)
+	if s.Counts["recovered"] != 0 || len(e.events()) != events {
+		t.Fatalf("second sweep: counts %v, %d new events", s.Counts, len(e.events())-events)
+	}
+	calls := e.fake.Calls(providertest.PathRequisiteOrders)
+	last := string(calls[len(calls)-1].Body)
+	wantFrom := `"createdAtFrom":"` + firstSweep.Add(-reconcile.DefaultRequisiteOverlap).Format(time.RFC3339Nano) + `"`
+	if !strings.Contains(last, wantFrom) || !strings.Contains(last, `"limit":100`) {
+		t.Fatalf("second sweep asked %s", last)
+	}
+
+	// A deactivated requisite is not swept.
+	if err := e.st.DeactivateRequisite(t.Context(), req.ID); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.fake.Calls(providertest.PathRequisiteOrders))
+	e.run(e.rec.RunRequisites)
+	if got := len(e.fake.Calls(providertest.PathRequisiteOrders)); got != n {
+		t.Fatalf("deactivated requisite swept")
+	}
+}
+
+func TestReconciler_RunRequisites_pages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	req, _, err := e.client.CreateRequisite(t.Context(), provider.RequisiteRequest{
+		Client: provider.RequisiteClient{ID: "client-2"}, Currency: "mxn",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: req.ID}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 230
+	for range n {
+		if _, err := e.fake.Deposit(req.ID, "20.00"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Second)
+	s := e.run(e.rec.RunRequisites)
+	if s.Counts["orders"] != n || s.Counts["recovered"] != n || s.Counts["pages"] != 3 {
+		t.Fatalf("counts = %v", s.Counts)
+	}
+}

@@ -1,0 +1,280 @@
+package reconcile_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+func TestReconciler_RunStale_completesOrdersWebhooksMissed(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	const n = 5
+	for i := range n {
+		mid := fmt.Sprintf("pay-%d", i)
+		e.createAtFake(mid, "100.00", provider.TypePayin)
+		e.learn(mid, store.SourceGateway)
+		// The provider completes the order; no webhook reaches orderd.
+		if err := e.fake.Complete(mid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.createAtFake("still", "10.00", provider.TypePayin)
+	e.learn("still", store.SourceGateway)
+
+	// Not stale yet: nothing is polled.
+	s := e.run(e.rec.RunStale)
+	if got := len(e.fake.Calls(providertest.PathGetStatus)); got != 0 || s.Counts["checked"] != 0 {
+		t.Fatalf("fresh orders were polled: %d calls, counts %v", got, s.Counts)
+	}
+
+	e.clock.Advance(staleAfter + time.Second)
+	s = e.run(e.rec.RunStale)
+	if s.Counts["checked"] != n+1 || s.Counts["changed"] != n || s.Counts["unchanged"] != 1 {
+		t.Fatalf("counts = %v, want checked %d, changed %d, unchanged 1", s.Counts, n+1, n)
+	}
+	for i := range n {
+		mid := fmt.Sprintf("pay-%d", i)
+		v := e.order(mid)
+		if v.Status != provider.StatusCompleted || v.LearnedVia != store.SourcePoll {
+			t.Errorf("%s: status %s learned via %s, want completed via poll", mid, v.Status, v.LearnedVia)
+		}
+		evs := e.eventsOf("order.completed", mid)
+		if len(evs) != 1 {
+			t.Fatalf("%s: %d order.completed events, want 1", mid, len(evs))
+		}
+		if evs[0].LearnedVia != store.SourcePoll || evs[0].Subject != "orders.payin.completed" {
+			t.Errorf("%s: event learned via %s on %s", mid, evs[0].LearnedVia, evs[0].Subject)
+		}
+		var data provider.Order
+		if err := json.Unmarshal(evs[0].Data, &data); err != nil || data.Status != provider.StatusCompleted {
+			t.Errorf("%s: event data is not the completed order: %v %s", mid, err, evs[0].Data)
+		}
+	}
+
+	// A second run finds nothing new to publish, whenever it runs.
+	before := len(e.events())
+	e.clock.Advance(2 * time.Hour)
+	e.run(e.rec.RunStale)
+	if after := len(e.events()); after != before {
+		t.Fatalf("second run queued %d more events", after-before)
+	}
+
+	runs, err := e.st.ReconcileRuns(t.Context(), reconcile.JobStale, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 || runs[1].Counts["changed"] != n || runs[1].FinishedAt.IsZero() || runs[1].Error != "" {
+		t.Fatalf("recorded runs = %+v", runs)
+	}
+}
+
+func TestReconciler_RunStale_backsOffUnchangedOrders(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.createAtFake("slow", "10.00", provider.TypePayin)
+	e.learn("slow", store.SourceGateway)
+
+	e.clock.Advance(staleAfter + time.Second)
+	var waits []time.Duration
+	for i := range 4 {
+		e.run(e.rec.RunStale)
+		v := e.order("slow")
+		if v.CheckAttempts != i+1 {
+			t.Fatalf("after run %d: check_attempts %d", i+1, v.CheckAttempts)
+		}
+		waits = append(waits, v.NextCheckAt.Sub(e.clock.Now()))
+
+		// Not due yet: a run now does not poll it.
+		calls := len(e.fake.Calls(providertest.PathGetStatus))
+		e.run(e.rec.RunStale)
+		if got := len(e.fake.Calls(providertest.PathGetStatus)); got != calls {
+			t.Fatalf("order polled again before its next check")
+		}
+		e.clock.Advance(v.NextCheckAt.Sub(e.clock.Now()))
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Fatalf("waits = %v, want %v", waits, want)
+		}
+	}
+
+	// A change resets the backoff.
+	if err := e.fake.Complete("slow"); err != nil {
+		t.Fatal(err)
+	}
+	e.run(e.rec.RunStale)
+	if v := e.order("slow"); v.Status != provider.StatusCompleted || v.CheckAttempts != 0 {
+		t.Fatalf("after the change: status %s, check_attempts %d", v.Status, v.CheckAttempts)
+	}
+}
+
+func TestReconciler_RunStale_backoffIsCapped(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: reconcile.Config{BackoffBase: time.Minute, BackoffMax: 10 * time.Minute}})
+	e.createAtFake("capped", "10.00", provider.TypePayin)
+	e.learn("capped", store.SourceGateway)
+	e.clock.Advance(staleAfter + time.Second)
+	for range 8 {
+		e.run(e.rec.RunStale)
+		e.clock.Advance(e.order("capped").NextCheckAt.Sub(e.clock.Now()))
+	}
+	e.run(e.rec.RunStale)
+	if wait := e.order("capped").NextCheckAt.Sub(e.clock.Now()); wait != 10*time.Minute {
+		t.Fatalf("wait after 9 checks = %s, want the 10m cap", wait)
+	}
+}
+
+func TestReconciler_RunStale_errorsBackOff(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.createAtFake("flaky", "10.00", provider.TypePayin)
+	e.learn("flaky", store.SourceGateway)
+	e.clock.Advance(staleAfter + time.Second)
+	if err := e.fake.InjectFault(providertest.Fault{Endpoint: providertest.PathGetStatus, Kind: providertest.FailBefore}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.run(e.rec.RunStale)
+	if s.Counts["errors"] != 1 {
+		t.Fatalf("counts = %v, want one error", s.Counts)
+	}
+	if v := e.order("flaky"); v.CheckAttempts != 1 || !v.NextCheckAt.After(e.clock.Now()) {
+		t.Fatalf("failed poll did not postpone: attempts %d, next %s", v.CheckAttempts, v.NextCheckAt)
+	}
+}
+
+func TestReconciler_RunStale_stuckOrder(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	o := e.createAtFake("stuck", "10.00", provider.TypePayin)
+	e.learn("stuck", store.SourceGateway)
+
+	e.clock.Advance(staleAfter + time.Second)
+	e.run(e.rec.RunStale)
+	if fs := e.findings(store.FindingStuckOrder, ""); len(fs) != 0 {
+		t.Fatalf("stuck_order before give_up_after: %+v", fs)
+	}
+
+	e.clock.Advance(giveUpAfter)
+	s := e.run(e.rec.RunStale)
+	if s.Counts["stuck_opened"] != 1 {
+		t.Fatalf("counts = %v, want stuck_opened 1", s.Counts)
+	}
+	fs := e.findings(store.FindingStuckOrder, "open")
+	if len(fs) != 1 || fs[0].Key != o.ID {
+		t.Fatalf("open stuck findings = %+v, want one for %s", fs, o.ID)
+	}
+	if evs := e.eventsOf("reconcile.stuck_order", ""); len(evs) != 1 || evs[0].Subject != "reconcile.stuck_order" || evs[0].EventSubject != o.ID {
+		t.Fatalf("stuck_order events = %+v", evs)
+	}
+
+	// Still stuck on later checks: the finding stays one, with one event.
+	for range 3 {
+		e.clock.Advance(e.order("stuck").NextCheckAt.Sub(e.clock.Now()))
+		e.run(e.rec.RunStale)
+	}
+	if fs := e.findings(store.FindingStuckOrder, ""); len(fs) != 1 {
+		t.Fatalf("findings = %d, want still 1", len(fs))
+	}
+	if evs := e.eventsOf("reconcile.stuck_order", ""); len(evs) != 1 {
+		t.Fatalf("stuck_order events = %d, want 1", len(evs))
+	}
+
+	// The order finally completes: the finding is resolved.
+	if err := e.fake.Complete("stuck"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(e.order("stuck").NextCheckAt.Sub(e.clock.Now()))
+	s = e.run(e.rec.RunStale)
+	if s.Counts["stuck_resolved"] != 1 {
+		t.Fatalf("counts = %v, want stuck_resolved 1", s.Counts)
+	}
+	if fs := e.findings(store.FindingStuckOrder, "resolved"); len(fs) != 1 {
+		t.Fatalf("resolved stuck findings = %d, want 1", len(fs))
+	}
+	if evs := e.eventsOf("reconcile.stuck_order", ""); len(evs) != 2 {
+		t.Fatalf("stuck_order events = %d, want open and resolved", len(evs))
+	}
+}
+
+func TestReconciler_RunStale_watches(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.createAtFake("quarantined-order", "25.00", provider.TypePayin)
+	if err := e.fake.Complete("quarantined-order"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mid := range []string{"quarantined-order", "never-created"} {
+		if err := e.st.MarkForPoll(t.Context(), mid, "quarantined webhook"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s := e.run(e.rec.RunStale)
+	if s.Counts["watches_found"] != 1 || s.Counts["watches_missing"] != 1 {
+		t.Fatalf("counts = %v", s.Counts)
+	}
+	if v := e.order("quarantined-order"); v.Status != provider.StatusCompleted || v.LearnedVia != store.SourcePoll {
+		t.Fatalf("watched order stored as %s via %s", v.Status, v.LearnedVia)
+	}
+	if evs := e.eventsOf("order.completed", "quarantined-order"); len(evs) != 1 {
+		t.Fatalf("events = %d, want 1", len(evs))
+	}
+
+	// The found watch is resolved; the missing one is polled again only
+	// when due, and after give_up_after becomes a finding.
+	calls := len(e.fake.Calls(providertest.PathGetStatus))
+	e.run(e.rec.RunStale)
+	if got := len(e.fake.Calls(providertest.PathGetStatus)); got != calls {
+		t.Fatalf("%d polls in a run with nothing due", got-calls)
+	}
+	e.clock.Advance(giveUpAfter)
+	s = e.run(e.rec.RunStale)
+	if s.Counts["watches"] != 1 || s.Counts["watches_missing"] != 1 {
+		t.Fatalf("counts = %v, want the missing watch polled", s.Counts)
+	}
+	fs := e.findings(reconcile.FindingWatchNotFound, "open")
+	if len(fs) != 1 || fs[0].Key != "never-created" {
+		t.Fatalf("watch_not_found findings = %+v", fs)
+	}
+}
+
+func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.createAtFake("disputed", "40.00", provider.TypePayin)
+	// A webhook claims the order completed, while the provider's
+	// get-status still shows it processing.
+	raw, _ := e.fake.OrderJSON("disputed")
+	var o provider.Order
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Status = provider.StatusCompleted
+	o.Transactions[0].Status = provider.StatusCompleted
+	o.Transactions[0].CompletedAt = provider.Time{Time: e.clock.Now()}
+	o.MerchantTargetWallet = o.Transactions[0].MerchantWallet
+	claimed, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.apply(claimed, store.SourceWebhook)
+	if err := e.st.MarkForPoll(t.Context(), "disputed", "check"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.run(e.rec.RunStale)
+	if v := e.order("disputed"); v.Status != provider.StatusCompleted {
+		t.Fatalf("final status overwritten: %s", v.Status)
+	}
+	fs := e.findings(store.FindingMismatch, "open")
+	if len(fs) != 1 || fs[0].Key != o.ID {
+		t.Fatalf("mismatch findings = %+v", fs)
+	}
+	for _, want := range []string{`"source":"webhook"`, `"source":"poll"`, `"status":"processing"`, `"status":"completed"`} {
+		if !strings.Contains(string(fs[0].Detail), want) {
+			t.Errorf("detail lacks %s: %s", want, fs[0].Detail)
+		}
+	}
+}
