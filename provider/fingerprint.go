@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -44,7 +45,17 @@ func (o *Order) Fingerprint() string {
 		}
 		c.Transactions = append(c.Transactions, ct)
 	}
-	slices.SortStableFunc(c.Transactions, func(a, b canonicalTx) int { return strings.Compare(a.ID, b.ID) })
+	// Sort by id; transactions that share an id (which the provider should
+	// not send) are ordered by their whole canonical form, so the input's
+	// order never matters.
+	slices.SortFunc(c.Transactions, func(a, b canonicalTx) int {
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		return bytes.Compare(ja, jb)
+	})
 	// Marshalling these plain structs cannot fail.
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)

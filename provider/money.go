@@ -114,6 +114,9 @@ func (m Money) MarshalJSON() ([]byte, error) {
 // a plain decimal; a JSON number is refused so that no amount ever passes
 // through floating point.
 func (m *Money) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(data, []byte("null")) {
+		return nil // as encoding/json does for values that are null
+	}
 	var raw moneyJSON
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("money: %w", err)

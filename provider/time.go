@@ -24,10 +24,14 @@ var timeLayouts = []string{
 	"2006-01-02 15:04:05.999999999",
 }
 
-// ParseTime parses a provider timestamp.
+// ParseTime parses a provider timestamp. Instants whose UTC year falls
+// outside 0000–9999 are refused: RFC 3339 cannot write them back.
 func ParseTime(s string) (Time, error) {
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
+			if y := t.UTC().Year(); y < 0 || y > 9999 {
+				return Time{}, fmt.Errorf("timestamp %q is out of range", s)
+			}
 			return Time{t.UTC()}, nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Status is an order or transaction status. The spec lists the values it has
@@ -223,8 +224,17 @@ func extraFields(data []byte, known []string) (map[string]json.RawMessage, error
 	if err := json.Unmarshal(data, &all); err != nil {
 		return nil, err
 	}
-	for _, k := range known {
-		delete(all, k)
+	// encoding/json matches keys case-insensitively, so a key that folds to
+	// a known one ("Status", "merchantorderId") has already been decoded
+	// into that field. Keeping it as unknown too would let it override the
+	// field after a round trip.
+	for k := range all {
+		for _, kn := range known {
+			if strings.EqualFold(k, kn) {
+				delete(all, k)
+				break
+			}
+		}
 	}
 	if len(all) == 0 {
 		return nil, nil

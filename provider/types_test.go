@@ -1,0 +1,273 @@
+package provider_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"orderd/provider"
+)
+
+// futureOrder has fields and values the spec does not list; they must survive.
+const futureOrder = `{"id":"7f7c3a4e-0000-4000-8000-000000000001","merchantOrderId":"m-1","type":"payout_v2",` +
+	`"createdAt":"2026-01-02T03:04:05+00:00","status":"on_hold","rejectReason":null,` +
+	`"merchantSourceWallet":{"amount":"0.10","currency":"brl"},"merchantTargetWallet":null,` +
+	`"fee":{"amount":"0.01","currency":"brl"},"tags":["a",1,null],"riskScore":0.25,` +
+	`"transactions":[{"id":"t-1","type":"payout","status":"awaiting_bank","authorized":{"amount":"1000000000000.01","currency":"brl"},` +
+	`"merchantWallet":{"amount":"5","currency":"brl"},"counterpartyInfo":{"bank":"x","nested":{"deep":true}},"paymentInfo":null,` +
+	`"createdAt":"2026-01-02T03:04:05Z","completedAt":null,"rejectReason":null,"network":"spei"}],` +
+	`"auth":{"type":"pixDynamicQrCode","code":"000201","expiresAt":"2026-01-02T04:04:05Z"}}`
+
+func TestOrder_RoundTripKeepsUnknown(t *testing.T) {
+	o, err := provider.DecodeOrder([]byte(futureOrder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != "on_hold" || o.Type != "payout_v2" || o.Status.IsFinal() {
+		t.Errorf("status %q type %q", o.Status, o.Type)
+	}
+	if o.Transactions[0].Status != "awaiting_bank" || string(o.Transactions[0].Extra["network"]) != `"spei"` {
+		t.Errorf("transaction %+v", o.Transactions[0])
+	}
+	out, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	json.Unmarshal(out, &got)
+	json.Unmarshal([]byte(futureOrder), &want)
+	// Timestamps are written in one form; everything else must be identical.
+	want["createdAt"] = "2026-01-02T03:04:05Z"
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the order\n got %s\nwant %s", out, futureOrder)
+	}
+	back, err := provider.DecodeOrder(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, o) {
+		t.Errorf("decode(encode(o)) differs:\n got %+v\nwant %+v", back, o)
+	}
+}
+
+func TestOrder_UnknownFieldsThatFoldToKnownOnes(t *testing.T) {
+	// encoding/json matches keys case-insensitively; a key such as
+	// "merchantorderId" sets MerchantOrderID. It must not also be kept as an
+	// unknown field that would override the real one after a round trip.
+	in := `{"merchantorderId":"b","id":"x","merchantOrderId":"a","type":"payin","status":"new","Status":"completed"}`
+	o, err := provider.DecodeOrder([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(o)
+	back, err := provider.DecodeOrder(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.MerchantOrderID != o.MerchantOrderID || back.Status != o.Status || back.Fingerprint() != o.Fingerprint() {
+		t.Errorf("round trip %s → %s changed the order: %q/%q → %q/%q", in, out,
+			o.MerchantOrderID, o.Status, back.MerchantOrderID, back.Status)
+	}
+}
+
+func TestDecodeOrder_Invalid(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"not JSON":        {`{"id":`, "invalid order"},
+		"array":           {`[]`, "invalid order"},
+		"null":            {`null`, "id is missing"},
+		"no id":           {`{"merchantOrderId":"m","type":"payin","status":"new"}`, "id is missing"},
+		"no merchant id":  {`{"id":"x","type":"payin","status":"new"}`, "merchantOrderId is missing"},
+		"no type":         {`{"id":"x","merchantOrderId":"m","status":"new"}`, "type is missing"},
+		"no status":       {`{"id":"x","merchantOrderId":"m","type":"payin"}`, "status is missing"},
+		"float amount":    {`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","merchantTargetWallet":{"amount":1.5,"currency":"brl"}}`, "numeric string"},
+		"bad timestamp":   {`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","createdAt":"now"}`, "ISO 8601"},
+		"id is a number":  {`{"id":5,"merchantOrderId":"m","type":"payin","status":"new"}`, "invalid order"},
+		"bad transaction": {`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","transactions":[{"authorized":{"amount":"x"}}]}`, "not a decimal"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := provider.DecodeOrder([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("DecodeOrder accepted %+v", o)
+			}
+			if !errors.Is(err, provider.ErrInvalidOrder) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("DecodeOrder = %v; want ErrInvalidOrder mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// fpBase is a completed payin with two transactions.
+const fpBase = `{"id":"o-1","merchantOrderId":"m-1","type":"payin","createdAt":"2026-01-02T03:04:05Z",
+"status":"completed","rejectReason":null,"merchantSourceWallet":null,
+"merchantTargetWallet":{"amount":"98.00","currency":"brl"},"transactions":[
+{"id":"t-1","type":"payin","status":"completed","authorized":{"amount":"100.00","currency":"brl"},
+ "merchantWallet":{"amount":"98.00","currency":"brl"},"createdAt":"2026-01-02T03:04:05Z","completedAt":"2026-01-02T03:06:00Z","rejectReason":null},
+{"id":"t-2","type":"refund","status":"processing","amount":{"amount":"5","currency":"brl"},"createdAt":"2026-01-02T03:07:00Z","completedAt":null,"rejectReason":null}]}`
+
+func fingerprint(t *testing.T, in string) string {
+	t.Helper()
+	o, err := provider.DecodeOrder([]byte(in))
+	if err != nil {
+		t.Fatalf("DecodeOrder(%s): %v", in, err)
+	}
+	return o.Fingerprint()
+}
+
+func TestOrder_Fingerprint(t *testing.T) {
+	base := fingerprint(t, fpBase)
+	if len(base) != 64 {
+		t.Fatalf("fingerprint %q is not hex SHA-256", base)
+	}
+	same := map[string]string{
+		"5 vs 5.00":   strings.Replace(fpBase, `"amount":"5"`, `"amount":"5.00"`, 1),
+		"98.00 vs 98": strings.NewReplacer(`"98.00"`, `"98"`).Replace(fpBase),
+		"reordered keys": `{"status":"completed","transactions":[
+{"rejectReason":null,"completedAt":"2026-01-02T03:06:00Z","merchantWallet":{"currency":"brl","amount":"98.00"},"authorized":{"currency":"brl","amount":"100.00"},"status":"completed","type":"payin","id":"t-1","createdAt":"2026-01-02T03:04:05Z"},
+{"amount":{"currency":"brl","amount":"5"},"status":"processing","type":"refund","id":"t-2","completedAt":null,"rejectReason":null,"createdAt":"2026-01-02T03:07:00Z"}],
+"merchantTargetWallet":{"currency":"brl","amount":"98.00"},"merchantSourceWallet":null,"rejectReason":null,"createdAt":"2026-01-02T03:04:05Z","type":"payin","merchantOrderId":"m-1","id":"o-1"}`,
+		"reordered transactions": reorderTransactions(t, fpBase),
+		"+00:00 timestamps":      strings.ReplaceAll(fpBase, `Z"`, `+00:00"`),
+		"other offset, same instant": strings.Replace(fpBase, `"completedAt":"2026-01-02T03:06:00Z"`,
+			`"completedAt":"2026-01-02T06:06:00+03:00"`, 1),
+		"auth and unknown fields": strings.Replace(fpBase, `"status":"completed",`,
+			`"status":"completed","auth":{"type":"redirect","redirectUrl":"https://x"},"shiny":{"new":1},`, 1),
+		"uppercase currency": strings.Replace(fpBase, `{"amount":"98.00","currency":"brl"},"transactions"`,
+			`{"amount":"98.00","currency":"BRL"},"transactions"`, 1),
+		"compact whitespace": strings.ReplaceAll(fpBase, "\n", ""),
+	}
+	for name, in := range same {
+		t.Run("same/"+name, func(t *testing.T) {
+			if fp := fingerprint(t, in); fp != base {
+				t.Errorf("fingerprint changed: %s vs %s", fp, base)
+			}
+		})
+	}
+	different := map[string]string{
+		"order status":       strings.Replace(fpBase, `"status":"completed","rejectReason"`, `"status":"rejected","rejectReason"`, 1),
+		"target amount":      strings.Replace(fpBase, `"merchantTargetWallet":{"amount":"98.00"`, `"merchantTargetWallet":{"amount":"98.01"`, 1),
+		"refund amount":      strings.Replace(fpBase, `"amount":"5"`, `"amount":"4.99"`, 1),
+		"currency":           strings.Replace(fpBase, `"amount":"5","currency":"brl"`, `"amount":"5","currency":"mxn"`, 1),
+		"transaction status": strings.Replace(fpBase, `"status":"processing"`, `"status":"completed"`, 1),
+		"completedAt":        strings.Replace(fpBase, `"completedAt":null`, `"completedAt":"2026-01-02T03:08:00Z"`, 1),
+		"rejectReason":       strings.Replace(fpBase, `"rejectReason":null,"merchantSourceWallet"`, `"rejectReason":"fraud","merchantSourceWallet"`, 1),
+		"source wallet":      strings.Replace(fpBase, `"merchantSourceWallet":null`, `"merchantSourceWallet":{"amount":"0","currency":"brl"}`, 1),
+		"new transaction": strings.Replace(fpBase, `"completedAt":null,"rejectReason":null}]`,
+			`"completedAt":null,"rejectReason":null},{"id":"t-3","type":"refund","status":"new","amount":{"amount":"1","currency":"brl"}}]`, 1),
+		"merchant order id": strings.Replace(fpBase, `"m-1"`, `"m-2"`, 1),
+	}
+	for name, in := range different {
+		t.Run("different/"+name, func(t *testing.T) {
+			if in == fpBase {
+				t.Fatal("the replacement did not apply")
+			}
+			if fp := fingerprint(t, in); fp == base {
+				t.Errorf("fingerprint did not change")
+			}
+		})
+	}
+}
+
+func reorderTransactions(t *testing.T, in string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatal(err)
+	}
+	var txs []json.RawMessage
+	json.Unmarshal(m["transactions"], &txs)
+	txs[0], txs[1] = txs[1], txs[0]
+	m["transactions"], _ = json.Marshal(txs)
+	out, _ := json.Marshal(m)
+	if string(out) == in {
+		t.Fatal("reordering changed nothing")
+	}
+	return string(out)
+}
+
+func TestOrder_FingerprintDuplicateTransactionIDs(t *testing.T) {
+	// Two transactions that share an id (a provider quirk) must not make the
+	// fingerprint depend on their order.
+	a := `{"id":"o","merchantOrderId":"m","type":"payin","status":"completed","transactions":[` +
+		`{"id":"t","type":"payin","status":"completed"},{"id":"t","type":"refund","status":"new"}]}`
+	b := `{"id":"o","merchantOrderId":"m","type":"payin","status":"completed","transactions":[` +
+		`{"id":"t","type":"refund","status":"new"},{"id":"t","type":"payin","status":"completed"}]}`
+	if fingerprint(t, a) != fingerprint(t, b) {
+		t.Error("fingerprint depends on the order of transactions with the same id")
+	}
+}
+
+func TestStatus_IsFinal(t *testing.T) {
+	for s, want := range map[provider.Status]bool{
+		provider.StatusNew: false, provider.StatusProcessing: false,
+		provider.StatusCompleted: true, provider.StatusRejected: true, "on_hold": false, "": false,
+	} {
+		if got := s.IsFinal(); got != want {
+			t.Errorf("%q.IsFinal() = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestCode_Known(t *testing.T) {
+	if len(provider.Codes) != 21 {
+		t.Errorf("%d codes, the spec lists 21", len(provider.Codes))
+	}
+	for _, c := range provider.Codes {
+		if !c.Known() {
+			t.Errorf("%s not known", c)
+		}
+	}
+	if provider.Code("BRAND_NEW").Known() {
+		t.Error("an unlisted code is known")
+	}
+}
+
+func TestError_Is(t *testing.T) {
+	err := error(&provider.Error{Code: provider.CodeOrderNotFound})
+	if !errors.Is(err, &provider.Error{Code: provider.CodeOrderNotFound}) {
+		t.Error("errors.Is does not match the same code")
+	}
+	if errors.Is(err, &provider.Error{Code: provider.CodeValidation}) {
+		t.Error("errors.Is matches another code")
+	}
+	if provider.ErrorCode(errors.New("x")) != "" || provider.ErrorCode(err) != provider.CodeOrderNotFound {
+		t.Error("ErrorCode")
+	}
+}
+
+func TestDecodeEnvelope(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       string
+		wantData string
+		wantCode provider.Code
+	}{
+		{name: "success", in: `{"data":[1],"error":null}`, wantData: `[1]`},
+		{name: "success without error key", in: `{"data":{"a":"b"}}`, wantData: `{"a":"b"}`},
+		{name: "success with null data", in: `{"data":null,"error":null}`, wantData: `null`},
+		{name: "error without data key", in: `{"error":{"code":"AUTHENTICATION_FAILED"}}`, wantCode: provider.CodeAuthenticationFailed},
+		{name: "not an object", in: `[{"data":1}]`},
+		{name: "validation errors of the wrong shape", in: `{"data":null,"error":{"code":"VALIDATION","validationErrors":"bad"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := provider.DecodeEnvelope([]byte(tt.in))
+			switch {
+			case tt.wantData != "":
+				if err != nil || string(data) != tt.wantData {
+					t.Errorf("DecodeEnvelope = %s, %v; want %s", data, err, tt.wantData)
+				}
+			case tt.wantCode != "":
+				if provider.ErrorCode(err) != tt.wantCode {
+					t.Errorf("DecodeEnvelope = %s, %v; want code %s", data, err, tt.wantCode)
+				}
+			default:
+				if !errors.Is(err, provider.ErrInDoubt) {
+					t.Errorf("DecodeEnvelope = %s, %v; want ErrInDoubt", data, err)
+				}
+			}
+		})
+	}
+}
