@@ -141,6 +141,7 @@ func TestStore_Apply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			s, _ := openStore(t, store.Options{})
 			var wantEvents []string
 			for i, st := range tt.steps {

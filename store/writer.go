@@ -134,13 +134,14 @@ func (s *Store) commitBatch(batch []*request) {
 	}
 	d := time.Since(start)
 	var failed uint64
-	for i, r := range live {
+	for i := range live {
 		if errs[i] != nil {
 			failed++
 		}
-		r.done <- errs[i]
 	}
 	s.failed.Add(failed)
+	// Counters, hook and wake-up come before the waiters are released, so
+	// whoever sees a write succeed also sees its effects on them.
 	if err == nil {
 		s.writes.Add(uint64(len(live)) - failed)
 		if s.opts.OnCommit != nil {
@@ -152,6 +153,9 @@ func (s *Store) commitBatch(batch []*request) {
 			default:
 			}
 		}
+	}
+	for i, r := range live {
+		r.done <- errs[i]
 	}
 }
 

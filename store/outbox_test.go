@@ -1,0 +1,102 @@
+package store_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"orderd/store"
+)
+
+func TestStore_PendingEvents(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, _ := openStore(t, store.Options{Now: clock})
+	var (
+		orders []order
+		bodies []string // as events must carry them: received, compacted
+	)
+	for i := range 5 {
+		o := newOrder("1.00")
+		orders = append(orders, o)
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, o.json(i%2 == 1)); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, buf.String())
+		ob := obs(t, store.SourceWebhook, o.json(i%2 == 1))
+		ob.ObservedAt = now
+		if _, err := s.Apply(t.Context(), ob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := s.PendingEvents(t.Context(), 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 {
+		t.Fatalf("%d events with limit 3", len(evs))
+	}
+	rest, err := s.PendingEvents(t.Context(), evs[2].Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(evs, rest...)
+	if len(all) != 5 {
+		t.Fatalf("%d events in all, want 5", len(all))
+	}
+	for i, ev := range all {
+		if i > 0 && ev.Seq <= all[i-1].Seq {
+			t.Errorf("events out of order: %d after %d", ev.Seq, all[i-1].Seq)
+		}
+		if ev.MerchantOrderID != orders[i].mid || string(ev.Data) != bodies[i] {
+			t.Errorf("event %d: %s %s", i, ev.MerchantOrderID, ev.Data)
+		}
+		if !ev.Time.Equal(now) {
+			t.Errorf("event %d time %v, want %v", i, ev.Time, now)
+		}
+	}
+	backlog, oldest, err := s.OutboxStats(t.Context())
+	if err != nil || backlog != 5 || !oldest.Equal(now) {
+		t.Errorf("stats %d %v %v, want 5 %v", backlog, oldest, err, now)
+	}
+
+	// Publishing the first three leaves two pending.
+	if err := s.MarkPublished(t.Context(), []int64{all[0].Seq, all[1].Seq, all[2].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := s.PendingEvents(t.Context(), 0, 10)
+	if err != nil || len(left) != 2 || left[0].Seq != all[3].Seq {
+		t.Fatalf("pending after publish: %v %+v", err, left)
+	}
+	if backlog, _, _ := s.OutboxStats(t.Context()); backlog != 2 {
+		t.Errorf("backlog %d, want 2", backlog)
+	}
+
+	// Pruning removes published events older than the cutoff only.
+	if n, err := s.PruneOutbox(t.Context(), now); err != nil || n != 0 {
+		t.Errorf("prune before publication time: %d %v", n, err)
+	}
+	n, err := s.PruneOutbox(t.Context(), now.Add(time.Second))
+	if err != nil || n != 3 {
+		t.Errorf("prune: %d %v, want 3", n, err)
+	}
+	if c := count(t, s, `SELECT count(*) FROM outbox`); c != 2 {
+		t.Errorf("%d outbox rows after prune, want the 2 unpublished", c)
+	}
+	// Seqs are never reused, even after pruning everything.
+	if err := s.MarkPublished(t.Context(), []int64{all[3].Seq, all[4].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneOutbox(t.Context(), now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("2.00").json(false))); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.PendingEvents(t.Context(), all[4].Seq, 10)
+	if err != nil || len(next) != 1 {
+		t.Errorf("new event after full prune not found after the old cursor: %v %+v", err, next)
+	}
+}

@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"orderd/store"
+)
+
+func TestMigrate(t *testing.T) {
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v %v", files, err)
+	}
+	path := filepath.Join(t.TempDir(), "orderd.db")
+	if err := store.Migrate(t.Context(), path); err != nil {
+		t.Fatalf("first migrate: %v", err)
+	}
+	s, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first int64
+	if err := s.DB().QueryRow(`SELECT applied_at FROM schema_migrations WHERE version = 1`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(t.Context())
+
+	// Again, through Migrate and through Open: nothing is applied twice.
+	if err := store.Migrate(t.Context(), path); err != nil {
+		t.Fatalf("second migrate: %v", err)
+	}
+	s, _ = openStoreAt(t, path, store.Options{})
+	rows, err := s.DB().Query(`SELECT version, name, applied_at FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var n int
+	for rows.Next() {
+		var (
+			version int
+			name    string
+			at      int64
+		)
+		if err := rows.Scan(&version, &name, &at); err != nil {
+			t.Fatal(err)
+		}
+		if n < len(files) && name != filepath.Base(files[n]) {
+			t.Errorf("migration %d is %s, want %s", version, name, filepath.Base(files[n]))
+		}
+		if version == 1 && at != first {
+			t.Errorf("migration 1 re-applied (applied_at %d, first %d)", at, first)
+		}
+		n++
+	}
+	if n != len(files) {
+		t.Errorf("%d migrations recorded, want %d", n, len(files))
+	}
+	// The schema is usable: the core tables exist.
+	for _, table := range []string{"orders", "deliveries", "order_history", "outbox", "quarantine", "findings", "watches"} {
+		count(t, s, `SELECT count(*) FROM `+table)
+	}
+}
+
+func TestOpen_connections(t *testing.T) {
+	s, path := openStore(t, store.Options{})
+	// The writer runs with the durability settings the design requires.
+	err := s.Write(t.Context(), func(tx *store.Tx) error {
+		for pragma, want := range map[string]string{
+			"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000",
+		} {
+			var got string
+			if err := tx.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
+				return err
+			}
+			if got != want {
+				t.Errorf("writer PRAGMA %s = %s, want %s", pragma, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The read pool cannot write.
+	if _, err := s.DB().Exec(`INSERT INTO store_meta (key, value) VALUES ('x', 'y')`); err == nil {
+		t.Error("the read pool accepted a write")
+	}
+	if err := s.Ready(t.Context()); err != nil {
+		t.Errorf("ready: %v", err)
+	}
+	if err := s.IntegrityCheck(t.Context()); err != nil {
+		t.Errorf("integrity: %v", err)
+	}
+
+	// A read-only store reads the same file and refuses writes.
+	ro, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(context.Background())
+	if err := ro.Ready(t.Context()); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("read-only write: %v, want ErrReadOnly", err)
+	}
+	count(t, ro, `SELECT count(*) FROM orders`)
+	if _, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "missing.db"), store.Options{ReadOnly: true}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("read-only open of a missing file: %v", err)
+	}
+}
+
+// openStoreAt opens an existing path and closes it at the end of the test.
+func openStoreAt(tb testing.TB, path string, opts store.Options) (*store.Store, string) {
+	tb.Helper()
+	s, err := store.Open(tb.Context(), path, opts)
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { s.Close(context.Background()) })
+	return s, path
+}
