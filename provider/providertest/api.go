@@ -132,14 +132,21 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	rec := CallRecord{Endpoint: r.URL.Path, Method: r.Method, Header: r.Header.Clone(), At: time.Now()}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	rec.Body = body
-	defer func() {
-		rec.Duration = time.Since(rec.At)
+	// answer records the call before the client can see the answer, so a
+	// test that reads Calls right after a call always finds it.
+	answer := func(status int, code provider.Code, write func()) {
+		rec.Status, rec.Code, rec.Duration = status, code, time.Since(rec.At)
 		s.mu.Lock()
 		s.calls = appendBounded(s.calls, rec, s.opts.MaxRecords)
 		s.mu.Unlock()
 		s.log.Debug("api call", "endpoint", rec.Endpoint, "status", rec.Status, "code", rec.Code,
 			"fault", rec.Fault, "elapsed", rec.Duration)
-	}()
+		write()
+	}
+	envelope := func(data any, perr *provider.Error) {
+		b, code := envelopeBytes(data, perr)
+		answer(http.StatusOK, code, func() { writeJSON(w, b) })
+	}
 
 	h := s.endpoint(r.URL.Path)
 	var f *Fault
@@ -153,14 +160,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		switch f.Kind {
 		case FailBefore:
-			fail(w, f.Status)
-			rec.Status = f.Status
+			answer(f.Status, "", func() { fail(w, f.Status) })
 			return
 		case Reset:
-			reset(w)
+			answer(0, "", func() { reset(w) })
 			return
 		case ErrorAnswer:
-			rec.Status, rec.Code = writeEnvelope(w, nil, &provider.Error{Code: f.Code})
+			envelope(nil, &provider.Error{Code: f.Code})
 			return
 		}
 	}
@@ -170,15 +176,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if f != nil {
 		switch f.Kind {
 		case FailAfter:
-			fail(w, f.Status)
-			rec.Status = f.Status
+			answer(f.Status, "", func() { fail(w, f.Status) })
 			return
 		case ResetAfter:
-			reset(w)
+			answer(0, "", func() { reset(w) })
 			return
 		}
 	}
-	rec.Status, rec.Code = writeEnvelope(w, data, perr)
+	envelope(data, perr)
 }
 
 func (s *Server) dispatch(r *http.Request, h endpointFunc, body []byte, readErr error, f *Fault) (any, *provider.Error) {
@@ -209,36 +214,33 @@ func (s *Server) dispatch(r *http.Request, h endpointFunc, body []byte, readErr 
 	return h(&apiCall{r: r, body: body, fault: f})
 }
 
-// writeEnvelope writes the provider's HTTP 200 envelope.
-func writeEnvelope(w http.ResponseWriter, data any, perr *provider.Error) (int, provider.Code) {
-	var b []byte
-	var err error
+// envelopeBytes encodes the provider's envelope and returns the error code
+// it carries ("" on success).
+func envelopeBytes(data any, perr *provider.Error) ([]byte, provider.Code) {
+	type env struct {
+		Data  any             `json:"data"`
+		Error *provider.Error `json:"error"`
+	}
 	if perr == nil {
 		if raw, ok := data.([]byte); ok {
 			data = json.RawMessage(raw)
 		}
-		b, err = json.Marshal(struct {
-			Data  any             `json:"data"`
-			Error *provider.Error `json:"error"`
-		}{data, nil})
-		if err != nil {
-			perr = &provider.Error{Code: provider.CodeUnknown}
+		b, err := json.Marshal(env{data, nil})
+		if err == nil {
+			return b, ""
 		}
+		perr = &provider.Error{Code: provider.CodeUnknown}
 	}
-	if perr != nil {
-		// An *Error of plain fields always marshals.
-		b, _ = json.Marshal(struct {
-			Data  any             `json:"data"`
-			Error *provider.Error `json:"error"`
-		}{nil, perr})
-	}
+	// An *Error of plain fields always marshals.
+	b, _ := json.Marshal(env{nil, perr})
+	return b, perr.Code
+}
+
+// writeJSON writes an HTTP 200 JSON answer.
+func writeJSON(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	if perr != nil {
-		return http.StatusOK, perr.Code
-	}
-	return http.StatusOK, ""
 }
 
 // decode reads a JSON object into v. A syntax error, trailing data or a

@@ -242,7 +242,7 @@ func TestServer_AutoComplete(t *testing.T) {
 // The balance must equal the sum of what completed.
 func TestServer_Concurrent(t *testing.T) {
 	rcv := newReceiver(t)
-	s := start(t, providertest.Options{FeePercent: "0"})
+	s := start(t, providertest.Options{FeePercent: "0", KeyType: providertest.KeyECDSA})
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
 	for w := range workers {

@@ -47,6 +47,9 @@ type WebhookAttempt struct {
 	Status int
 	// Err describes a network fault or timeout, "" otherwise.
 	Err string
+	// Delay is how long the server waited after the previous attempt
+	// before this one (zero for the first): the doubling retry delay.
+	Delay time.Duration
 	// At is the real time the attempt started.
 	At time.Time
 }
@@ -126,19 +129,20 @@ func (s *Server) deliver(url string, body []byte, kind WebhookKind, moid string,
 	id := s.deliveries
 	s.mu.Unlock()
 
-	delay := s.opts.WebhookBaseDelay
+	var waited time.Duration
+	next := s.opts.WebhookBaseDelay
 	for attempt := 1; attempt <= s.opts.MaxWebhookRetries+1; attempt++ {
 		if attempt > 1 {
-			if !s.sleep(delay) {
+			if !s.sleep(next) {
 				return false
 			}
-			delay = s.nextDelay(delay)
+			waited, next = next, s.nextDelay(next)
 		}
 		at := time.Now()
 		code, err := s.post(url, body, sig)
 		rec := WebhookAttempt{
 			Delivery: id, Kind: kind, MerchantOrderID: moid, OrderStatus: status, URL: url,
-			Body: body, Signature: sig, Attempt: attempt, Status: code, At: at,
+			Body: body, Signature: sig, Attempt: attempt, Status: code, Delay: waited, At: at,
 		}
 		if err != nil {
 			rec.Err = err.Error()

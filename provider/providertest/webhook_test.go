@@ -109,7 +109,7 @@ func TestServer_WebhookOnlyWithURL(t *testing.T) {
 }
 
 func TestServer_WebhookRetries(t *testing.T) {
-	const base = 25 * time.Millisecond
+	const base = 20 * time.Millisecond
 	rcv := newReceiver(t, 500, 503, 404, 301, 200)
 	s := start(t, providertest.Options{WebhookBaseDelay: base})
 	createPayin(t, s, "m-1", "10", rcv.URL())
@@ -121,19 +121,23 @@ func TestServer_WebhookRetries(t *testing.T) {
 	if len(rcv.Hits()) != 5 {
 		t.Fatalf("%d attempts, want 5 (stop after the 200)", len(rcv.Hits()))
 	}
+	attempts := s.Webhooks()
 	for i := 1; i < len(hits); i++ {
-		gap := hits[i].at.Sub(hits[i-1].at)
 		want := base << (i - 1)
-		// A timer never fires early, so the lower bound is exact; the upper
-		// bound leaves room for a loaded machine but not for another doubling.
-		if gap < want || gap > want*3/2+200*time.Millisecond {
+		if attempts[i].Delay != want {
+			t.Errorf("delay before retry %d = %v, want %v", i, attempts[i].Delay, want)
+		}
+		// A timer never fires early, so the receiver sees each gap at least
+		// as long as the delay; the upper bound only guards against a stuck
+		// retry, since a loaded machine stretches gaps.
+		gap := hits[i].at.Sub(hits[i-1].at)
+		if gap < want || gap > want+3*time.Second {
 			t.Errorf("gap before retry %d = %v, want about %v", i, gap, want)
 		}
 		if !bytes.Equal(hits[i].body, hits[0].body) || hits[i].signature != hits[0].signature {
 			t.Errorf("retry %d sent another body or signature", i)
 		}
 	}
-	attempts := s.Webhooks()
 	if len(attempts) != 5 {
 		t.Fatalf("%d recorded attempts", len(attempts))
 	}
@@ -150,13 +154,18 @@ func TestServer_WebhookRetries(t *testing.T) {
 
 func TestServer_WebhookGivesUp(t *testing.T) {
 	tests := []struct {
-		name    string
-		retries int
-		want    int
+		name string
+		opts providertest.Options
+		want int
+		// lastDelay is the wait before the last attempt.
+		lastDelay time.Duration
 	}{
-		{"spec maximum", 0, 21},
-		{"three retries", 3, 4},
-		{"no retry", -1, 1},
+		// 1µs doubled 19 times is about half a second: the whole spec
+		// schedule, uncapped, in a second.
+		{"spec maximum", providertest.Options{WebhookBaseDelay: time.Microsecond}, 21, time.Microsecond << 19},
+		{"capped delay", providertest.Options{WebhookBaseDelay: time.Millisecond, MaxWebhookDelay: 2 * time.Millisecond}, 21, 2 * time.Millisecond},
+		{"three retries", providertest.Options{WebhookBaseDelay: time.Millisecond, MaxWebhookRetries: 3}, 4, 4 * time.Millisecond},
+		{"no retry", providertest.Options{MaxWebhookRetries: -1}, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,11 +174,7 @@ func TestServer_WebhookGivesUp(t *testing.T) {
 				failing[i] = http.StatusInternalServerError
 			}
 			rcv := newReceiver(t, failing...)
-			s := start(t, providertest.Options{
-				WebhookBaseDelay:  time.Millisecond,
-				MaxWebhookDelay:   2 * time.Millisecond,
-				MaxWebhookRetries: tt.retries,
-			})
+			s := start(t, tt.opts)
 			createPayin(t, s, "m-1", "10", rcv.URL())
 			if err := s.Complete("m-1"); err != nil {
 				t.Fatal(err)
@@ -180,8 +185,13 @@ func TestServer_WebhookGivesUp(t *testing.T) {
 				t.Errorf("%d attempts, want %d", n, tt.want)
 			}
 			attempts := s.Webhooks()
-			if len(attempts) != tt.want || attempts[len(attempts)-1].Attempt != tt.want {
-				t.Errorf("recorded %d attempts", len(attempts))
+			if len(attempts) != tt.want {
+				t.Fatalf("recorded %d attempts", len(attempts))
+			}
+			last := attempts[len(attempts)-1]
+			if last.Attempt != tt.want || last.Delay != tt.lastDelay || last.OK() {
+				t.Errorf("last attempt %d after %v (status %d), want attempt %d after %v",
+					last.Attempt, last.Delay, last.Status, tt.want, tt.lastDelay)
 			}
 		})
 	}
