@@ -40,16 +40,6 @@ func noArgs(e *env) error {
 	return nil
 }
 
-func sandboxCommand() command {
-	return command{
-		Name:    "sandbox",
-		Summary: "run everything on loopback with a fake provider and demo traffic",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			return pending(false, noArgs)
-		},
-	}
-}
-
 func reportCommand() command {
 	return command{
 		Name:    "report",
