@@ -108,20 +108,22 @@ func isEndpoint(path string) bool {
 	return false
 }
 
-// routes is the server's whole handler: the API, and the controls when
-// Options.ControlAPI is set.
+// routes is the server's whole handler: the API, the customer's checkout
+// page, and the controls when Options.ControlAPI is set.
 func (s *Server) routes() http.Handler {
-	api := http.HandlerFunc(s.serveAPI)
-	if !s.opts.ControlAPI {
-		return api
+	var control http.Handler
+	if s.opts.ControlAPI {
+		control = s.ControlHandler()
 	}
-	control := s.ControlHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, controlPrefix) {
+		switch {
+		case control != nil && strings.HasPrefix(r.URL.Path, controlPrefix):
 			control.ServeHTTP(w, r)
-			return
+		case strings.HasPrefix(r.URL.Path, checkoutPrefix):
+			s.serveCheckout(w, r)
+		default:
+			s.serveAPI(w, r)
 		}
-		api.ServeHTTP(w, r)
 	})
 }
 

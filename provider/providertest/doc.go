@@ -25,8 +25,9 @@
 // dotted path such as "invoice.amount").
 //
 // A payin is created in processing with an auth object (pixDynamicQrCode,
-// a redirectUrl on the fake, a code and expiresAt) and one payin
-// transaction. Complete moves it to completed: the transaction gets
+// a code, expiresAt, and a redirectUrl to a checkout page on the fake whose
+// Pay and Decline buttons complete or reject the order and then send the
+// customer to the order's returnUrl) and one payin transaction. Complete moves it to completed: the transaction gets
 // completedAt, merchantTargetWallet carries the authorized amount minus the
 // fee (Options.FeePercent, rounded to cents) and the balance is credited by
 // that amount. A final status sends the webhook.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -41,6 +42,8 @@ type Server struct {
 	maxAmount  *decimal.Decimal
 	reqMin     decimal.Decimal
 	allowedIPs map[string]bool
+	// checkoutPage renders the page auth.redirectUrl points at.
+	checkoutPage *template.Template
 
 	ln       net.Listener
 	httpSrv  *http.Server
@@ -172,6 +175,7 @@ func newServer(opts Options) (*Server, error) {
 		s.ownedTr = http.DefaultTransport.(*http.Transport).Clone()
 		s.client = &http.Client{Transport: s.ownedTr}
 	}
+	s.checkoutPage = template.Must(template.New("checkout").Parse(checkoutHTML))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s, nil
