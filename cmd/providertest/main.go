@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.KeyType, "key-type", "rsa", "webhook signing key: rsa or ecdsa")
 	fs.DurationVar(&o.WebhookBaseDelay, "webhook-base-delay", time.Second, "wait before the first webhook retry; each further retry doubles it")
 	fs.DurationVar(&o.MaxWebhookDelay, "max-webhook-delay", 0, "cap on the doubling retry delay (0: none)")
-	fs.IntVar(&o.MaxWebhookRetries, "max-webhook-retries", 20, "webhook retries after the first attempt (negative: none)")
+	fs.IntVar(&o.MaxWebhookRetries, "max-webhook-retries", 20, "webhook retries after the first attempt (0: none)")
 	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", 3*time.Second, "timeout of one webhook attempt")
 	fs.Float64Var(&o.DuplicateWebhooks, "duplicate-webhooks", 0, "probability (0-1) that a webhook is delivered twice")
 	fs.BoolVar(&o.OutOfOrder, "out-of-order", false, "after each final webhook, also deliver the older processing state")
