@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"orderd/provider/providertest"
+)
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// daemonEnv is a temp config for a real daemon against the fake provider.
+type daemonEnv struct {
+	cfgPath, recv, admin, nats string
+	fake                       *providertest.Server
+}
+
+func newDaemonEnv(t *testing.T, extraYAML string) *daemonEnv {
+	t.Helper()
+	dir := t.TempDir()
+	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 20 * time.Millisecond})
+	t.Cleanup(fake.Close)
+	de := &daemonEnv{recv: freeAddr(t), admin: freeAddr(t), nats: freeAddr(t), fake: fake}
+	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
+	de.cfgPath = writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
+  base_url: %s
+  api_key: %s
+  public_keys: [%s]
+receiver:
+  listen: %s
+  public_url: http://%s/webhooks/orders
+admin:
+  listen: %s
+store:
+  path: %s
+nats:
+  embedded:
+    listen: %s
+    store_dir: %s
+reconcile:
+  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
+log:
+  level: warn
+%s`, fake.URL(), fake.APIKey(), key, de.recv, de.recv, de.admin, filepath.Join(dir, "orderd.db"),
+		de.nats, filepath.Join(dir, "nats"), extraYAML))
+	return de
+}
+
+// waitReady polls GET /readyz until it answers 200.
+func waitReady(t *testing.T, admin string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("orderd returned before it was ready: %v", err)
+		default:
+		}
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("orderd did not become ready within 20s")
+}
+
+// metric returns the value of one sample line of GET /metrics, or "".
+func metric(t *testing.T, admin, sample string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestRun_EndToEnd(t *testing.T) {
+	de := newDaemonEnv(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"orderd", "run", "-config", de.cfgPath}, func(string) string { return "" }, nil, &stdout, &stderr)
+	}()
+	waitReady(t, de.admin, done)
+
+	nc, err := nats.Connect("nats://" + de.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	events, err := nc.SubscribeSync("orderd.orders.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The fake provider creates an order that names orderd's receiver and
+	// completes it: its signed webhook goes through the real listener.
+	if _, err := de.fake.CreateOrder(providertest.NewOrder{
+		MerchantOrderID: "e2e-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + de.recv + "/webhooks/orders",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := de.fake.Complete("e2e-1"); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatalf("no event on NATS: %v", err)
+	}
+	if msg.Subject != "orderd.orders.payin.completed" {
+		t.Errorf("subject = %q, want orderd.orders.payin.completed", msg.Subject)
+	}
+	var ev struct {
+		ID, Type, MerchantOrderID, LearnedVia string
+		Data                                  struct{ Status string }
+	}
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "order.completed" || ev.Data.Status != "completed" || msg.Header.Get("Nats-Msg-Id") != ev.ID {
+		t.Errorf("event = %+v, Nats-Msg-Id %q", ev, msg.Header.Get("Nats-Msg-Id"))
+	}
+	if got := metric(t, de.admin, `orderd_webhooks_total{outcome="accepted"}`); got != "1" {
+		t.Errorf(`orderd_webhooks_total{outcome="accepted"} = %q, want 1`, got)
+	}
+	if got := metric(t, de.admin, `orderd_publish_events_total`); got == "" || got == "0" {
+		t.Errorf("orderd_publish_events_total = %q, want > 0", got)
+	}
+	resp, err := http.Get("http://" + de.admin + "/v1/orders/e2e-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"learnedVia":"webhook"`) {
+		t.Errorf("GET /v1/orders/e2e-1 = %d %s", resp.StatusCode, body)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return within 20s of cancellation")
+	}
+	// The database is closed: a second daemon can open it at once.
+	if _, err := os.Stat(filepath.Dir(de.cfgPath)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRun_ConfigErrorsExit2(t *testing.T) {
+	de := newDaemonEnv(t, "publish:\n  retention: soon\n")
+	r := runOrderd(t, nil, nil, "run", "-config", de.cfgPath)
+	if r.code != 2 || !strings.Contains(r.stderr, "publish.retention") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the key", r.code, r.stderr)
+	}
+}
