@@ -1,6 +1,8 @@
 // Package api is orderd's local admin HTTP API, served on the admin
 // listener: health and readiness, Prometheus metrics, the stored orders and
-// their history, the reconciler's findings, and the creation gateway.
+// their history, the gateway's attempts, the reconciler's findings, the
+// creation gateway, and — through handlers the daemon passes in Deps — the
+// reconciliation reports and the dashboard.
 //
 // New takes every dependency and returns one http.Handler; all routes are
 // registered in routes.go, JSON is decoded and encoded in json.go, and
@@ -64,5 +66,14 @@
 //
 // POST /v1/watch hands orderd an order a platform created itself: state
 // "created" puts it on the reconciler's watch list; "in_doubt" records an
-// in-doubt attempt that the reconciler settles like the gateway's own.
+// in-doubt attempt that the reconciler settles like the gateway's own. Type
+// "requisite" with a requisiteId registers a deposit requisite for the
+// reconciler's sweep.
+//
+// # Queries
+//
+// GET /v1/orders lists orders keyset-paged on the store's row id behind an
+// opaque cursor, so a listing sees every order exactly once even while
+// orders arrive; GET /v1/attempts and GET /v1/findings page the same way.
+// A parameter a route does not take, or a bad value, is 400 naming it.
 package api

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -530,5 +531,32 @@ func TestAPI_Gateway_bodyTooLarge(t *testing.T) {
 	wantStatus(t, r, http.StatusRequestEntityTooLarge)
 	if len(e.attempts()) != 0 {
 		t.Error("an oversized body created an attempt")
+	}
+}
+
+func TestAPI_Payins_concurrentRepeats(t *testing.T) {
+	e := newEnv(t, setup{})
+	const n = 12
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			statuses <- e.post("/v1/payins", payinBody("m-race", "9.99")).status
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	counts := map[int]int{}
+	for s := range statuses {
+		counts[s]++
+	}
+	if counts[http.StatusCreated] != 1 || counts[http.StatusOK] != n-1 {
+		t.Errorf("statuses = %v, want one 201 and %d 200", counts, n-1)
+	}
+	if calls := len(e.fake.Calls(providertest.PathPaymentCreate)); calls != 1 {
+		t.Errorf("the provider got %d creates, want 1", calls)
+	}
+	if as := e.attempts(); len(as) != 1 || as[0].State != store.AttemptCreated {
+		t.Errorf("attempts = %+v, want one created", as)
 	}
 }

@@ -1,0 +1,523 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/api"
+	"orderd/provider"
+	"orderd/store"
+)
+
+func TestAPI_auth(t *testing.T) {
+	e := newEnv(t, setup{token: testToken,
+		metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "orderd_up 1") })})
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		auth   string // the Authorization header; "-" sends none
+		status int
+	}{
+		{"no token", "GET", "/v1/orders/x", "-", 401},
+		{"wrong token", "GET", "/v1/orders/x", "Bearer nope", 401},
+		{"token of another length", "GET", "/v1/orders/x", "Bearer " + testToken + "x", 401},
+		{"wrong scheme", "GET", "/v1/orders/x", "Basic " + testToken, 401},
+		{"right token", "GET", "/v1/orders/x", "Bearer " + testToken, 404},
+		{"scheme in lower case", "GET", "/v1/orders/x", "bearer " + testToken, 404},
+		{"gateway without token", "POST", "/v1/payins", "-", 401},
+		{"watch without token", "POST", "/v1/watch", "-", 401},
+		{"listing without token", "GET", "/v1/attempts?state=in_doubt", "-", 401},
+		{"openapi without token", "GET", "/v1/openapi.json", "-", 401},
+		{"healthz is public", "GET", "/healthz", "-", 200},
+		{"readyz is public", "GET", "/readyz", "-", 200},
+		{"metrics is public", "GET", "/metrics", "-", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := ""
+			if tt.method == "POST" {
+				body = payinBody("m-auth", "1.00")
+			}
+			auth := tt.auth
+			if auth == "-" {
+				auth = ""
+			}
+			r := e.do(tt.method, tt.path, body, "Authorization", auth)
+			wantStatus(t, r, tt.status)
+			if tt.status == 401 {
+				if r.json(t)["error"] == nil || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+					t.Errorf("401 answer = %s, headers %v", r.body, r.header)
+				}
+			}
+		})
+	}
+	if len(e.attempts()) != 0 || e.creates.Load() != 0 {
+		t.Error("an unauthenticated request created an attempt")
+	}
+}
+
+func TestAPI_noToken(t *testing.T) {
+	e := newEnv(t, setup{})
+	wantStatus(t, e.get("/v1/attempts"), http.StatusOK)
+}
+
+func TestAPI_routing(t *testing.T) {
+	e := newEnv(t, setup{})
+	r := e.do("DELETE", "/v1/payins", "")
+	wantStatus(t, r, http.StatusMethodNotAllowed)
+	if r.header.Get("Allow") != "POST" || r.json(t)["error"] == nil {
+		t.Errorf("405 answer = %s, Allow %q", r.body, r.header.Get("Allow"))
+	}
+	r = e.get("/v2/nothing")
+	wantStatus(t, r, http.StatusNotFound)
+	if r.json(t)["error"] == nil {
+		t.Errorf("404 answer = %s", r.body)
+	}
+	wantStatus(t, e.get("/"), http.StatusNotFound) // no dashboard wired
+}
+
+func TestAPI_healthz(t *testing.T) {
+	e := newEnv(t, setup{})
+	r := e.get("/healthz")
+	wantStatus(t, r, http.StatusOK)
+	if r.json(t)["status"] != "ok" {
+		t.Errorf("answer = %s", r.body)
+	}
+}
+
+func TestAPI_readyz(t *testing.T) {
+	natsDown := errors.New("nats unreachable for 45s")
+	tests := []struct {
+		name    string
+		checks  []api.Check
+		status  int
+		failing []string
+	}{
+		{"store only", nil, 200, nil},
+		{"all checks pass", []api.Check{{Name: "nats", Check: func(context.Context) error { return nil }}}, 200, nil},
+		{"a failing check is named", []api.Check{
+			{Name: "nats", Check: func(context.Context) error { return natsDown }},
+			{Name: "disk", Check: func(context.Context) error { return nil }},
+		}, 503, []string{"nats"}},
+		{"a check that hangs fails by its time bound", []api.Check{{Name: "slow", Check: func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}}}, 503, []string{"slow"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, setup{checks: tt.checks})
+			r := e.get("/readyz")
+			wantStatus(t, r, tt.status)
+			m := r.json(t)
+			if field(m, "checks.store") != "ok" {
+				t.Errorf("store check = %v", field(m, "checks.store"))
+			}
+			var failing []string
+			for _, f := range asSlice(m["failing"]) {
+				failing = append(failing, f.(string))
+			}
+			if !slices.Equal(failing, tt.failing) {
+				t.Errorf("failing = %v, want %v", failing, tt.failing)
+			}
+			if len(tt.failing) > 0 && field(m, "checks."+tt.failing[0]) == "ok" {
+				t.Errorf("the failing check's error is missing: %s", r.body)
+			}
+		})
+	}
+	t.Run("a closed store is not ready", func(t *testing.T) {
+		e := newEnv(t, setup{})
+		// Closing twice is harmless; the cleanup's close then finds it closed.
+		if err := e.store.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r := e.get("/readyz")
+		wantStatus(t, r, http.StatusServiceUnavailable)
+		if failing := asSlice(r.json(t)["failing"]); len(failing) != 1 || failing[0] != "store" {
+			t.Errorf("answer = %s", r.body)
+		}
+	})
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// applyOrder stores an order as a poll would.
+func applyOrder(t *testing.T, s *store.Store, merchantOrderID, typ, status, created string) {
+	t.Helper()
+	raw := fmt.Appendf(nil, `{"id":"prov-%s","merchantOrderId":%q,"type":%q,"createdAt":%q,"status":%q,"rejectReason":null,"transactions":[]}`,
+		merchantOrderID, merchantOrderID, typ, created, status)
+	o, err := provider.DecodeOrder(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(t.Context(), store.Observation{Source: store.SourcePoll, Order: o, Raw: raw}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAPI_listOrders(t *testing.T) {
+	e := newEnv(t, setup{})
+	const n = 37
+	for i := range n {
+		typ, status := "payin", "processing"
+		if i%4 == 0 {
+			typ = "payout"
+		}
+		if i%3 == 0 {
+			status = "completed"
+		}
+		applyOrder(t, e.store, fmt.Sprintf("o-%02d", i), typ, status, fmt.Sprintf("2026-03-%02dT12:00:00Z", 1+i%10))
+	}
+
+	t.Run("paging returns every order exactly once", func(t *testing.T) {
+		seen := map[string]int{}
+		cursor, pages := "", 0
+		for {
+			path := "/v1/orders?limit=10"
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			r := e.get(path)
+			wantStatus(t, r, http.StatusOK)
+			var page struct {
+				Orders []struct {
+					MerchantOrderID string          `json:"merchantOrderId"`
+					Order           json.RawMessage `json:"order"`
+				} `json:"orders"`
+				NextCursor string `json:"nextCursor"`
+			}
+			if err := json.Unmarshal(r.body, &page); err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for _, o := range page.Orders {
+				seen[o.MerchantOrderID]++
+				if !strings.Contains(string(o.Order), o.MerchantOrderID) {
+					t.Errorf("order %s carries %s", o.MerchantOrderID, o.Order)
+				}
+			}
+			if pages == 2 {
+				// An order arriving mid-listing is seen once too.
+				applyOrder(t, e.store, "o-late", "payin", "processing", "2026-03-05T12:00:00Z")
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			if pages > n {
+				t.Fatal("paging does not end")
+			}
+			cursor = page.NextCursor
+		}
+		if len(seen) != n+1 || pages != 4 {
+			t.Errorf("saw %d orders in %d pages, want %d in 4", len(seen), pages, n+1)
+		}
+		for id, k := range seen {
+			if k != 1 {
+				t.Errorf("%s listed %d times", id, k)
+			}
+		}
+	})
+
+	tests := []struct {
+		name  string
+		query string
+		want  int
+	}{
+		{"status", "status=completed", 13},
+		{"type", "type=payout", 10},
+		{"status and type", "status=completed&type=payout", 4},
+		{"dates", "from=2026-03-02&to=2026-03-04", 8},
+		{"RFC 3339 times", "from=2026-03-02T12:00:00Z&to=2026-03-02T12:00:01Z", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.get("/v1/orders?limit=500&" + tt.query)
+			wantStatus(t, r, http.StatusOK)
+			if got := len(asSlice(r.json(t)["orders"])); got != tt.want {
+				t.Errorf("%d orders, want %d", got, tt.want)
+			}
+		})
+	}
+
+	bad := []struct {
+		name, query, param string
+	}{
+		{"limit zero", "limit=0", "limit"},
+		{"limit too big", "limit=501", "limit"},
+		{"limit not a number", "limit=ten", "limit"},
+		{"bad from", "from=yesterday", "from"},
+		{"to before from", "from=2026-03-04&to=2026-03-02", "to"},
+		{"bad cursor", "cursor=zzz", "cursor"},
+		{"cursor of another listing", "cursor=" + attemptsCursor(t, e), "cursor"},
+		{"unknown parameter", "state=open", "state"},
+		{"parameter twice", "status=new&status=completed", "status"},
+		{"bad status", "status=" + url.QueryEscape("new' OR 1=1"), "status"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.get("/v1/orders?" + tt.query)
+			wantStatus(t, r, http.StatusBadRequest)
+			m := r.json(t)
+			if m["field"] != tt.param || !strings.Contains(m["error"].(string), tt.param) {
+				t.Errorf("answer = %s, want it to name %q", r.body, tt.param)
+			}
+		})
+	}
+}
+
+// attemptsCursor returns a cursor the attempts listing gave out.
+func attemptsCursor(t *testing.T, e *env) string {
+	t.Helper()
+	for i := range 2 {
+		if _, _, err := e.store.BeginAttempt(t.Context(), store.NewAttempt{Kind: store.AttemptPayin,
+			MerchantOrderID: fmt.Sprintf("c-%d", i), IdempotencyKey: fmt.Sprintf("order:c-%d", i),
+			Request: json.RawMessage(`{}`), RequestHash: "h", State: store.AttemptInDoubt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.get("/v1/attempts?limit=1")
+	wantStatus(t, r, http.StatusOK)
+	c, _ := r.json(t)["nextCursor"].(string)
+	if c == "" {
+		t.Fatalf("no cursor in %s", r.body)
+	}
+	return c
+}
+
+func TestAPI_getOrder(t *testing.T) {
+	e := newEnv(t, setup{})
+	applyOrder(t, e.store, "known", "payin", "processing", "2026-03-01T12:00:00Z")
+	applyOrder(t, e.store, "known", "payin", "completed", "2026-03-01T12:00:00Z")
+	r := e.get("/v1/orders/known")
+	wantStatus(t, r, http.StatusOK)
+	m := r.json(t)
+	for _, k := range []string{"order", "learnedVia", "firstSeenAt", "updatedAt", "history", "attempts"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("answer lacks %q: %s", k, r.body)
+		}
+	}
+	if field(m, "order.status") != "completed" || m["learnedVia"] != "poll" {
+		t.Errorf("answer = %s", r.body)
+	}
+	h := asSlice(m["history"])
+	if len(h) != 2 || field(h[0].(map[string]any), "status") != "processing" || field(h[1].(map[string]any), "source") != "poll" {
+		t.Errorf("history = %v", h)
+	}
+	if a := m["attempts"]; a == nil || len(asSlice(a)) != 0 {
+		t.Errorf("attempts = %v, want []", a)
+	}
+
+	r = e.get("/v1/orders/" + url.PathEscape("no such/order"))
+	wantStatus(t, r, http.StatusNotFound)
+	if r.json(t)["error"] == nil {
+		t.Errorf("404 answer = %s", r.body)
+	}
+}
+
+func TestAPI_listAttempts(t *testing.T) {
+	e := newEnv(t, setup{})
+	begin := func(id string, state store.AttemptState) {
+		t.Helper()
+		if _, _, err := e.store.BeginAttempt(t.Context(), store.NewAttempt{Kind: store.AttemptPayout, MerchantOrderID: id,
+			IdempotencyKey: "order:" + id, Request: json.RawMessage(`{"merchantOrderId":"` + id + `"}`), RequestHash: id,
+			State: state}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	begin("a-1", store.AttemptInDoubt)
+	begin("a-2", store.AttemptPending)
+	begin("a-3", store.AttemptInDoubt)
+	r := e.get("/v1/attempts?state=in_doubt")
+	wantStatus(t, r, http.StatusOK)
+	var ids []string
+	for _, a := range asSlice(r.json(t)["attempts"]) {
+		am := a.(map[string]any)
+		ids = append(ids, am["merchantOrderId"].(string))
+		if am["kind"] != "payout" || field(am, "request.merchantOrderId") != am["merchantOrderId"] {
+			t.Errorf("attempt = %v", am)
+		}
+	}
+	if want := []string{"a-1", "a-3"}; !slices.Equal(ids, want) {
+		t.Errorf("in-doubt attempts = %v, want %v", ids, want)
+	}
+	wantStatus(t, e.get("/v1/attempts?state=lost"), http.StatusBadRequest)
+	wantStatus(t, e.get("/v1/attempts?kind=transfer"), http.StatusBadRequest)
+}
+
+func TestAPI_listFindings(t *testing.T) {
+	e := newEnv(t, setup{})
+	err := e.store.Write(t.Context(), func(tx *store.Tx) error {
+		if _, _, err := tx.OpenFinding(store.FindingStuckOrder, "o-1", map[string]string{"why": "processing for 3 days"}); err != nil {
+			return err
+		}
+		if _, _, err := tx.OpenFinding(store.FindingStuckOrder, "o-2", nil); err != nil {
+			return err
+		}
+		if _, _, err := tx.OpenFinding(store.FindingBalanceDrift, "brl", map[string]string{"unexplained": "-5.00"}); err != nil {
+			return err
+		}
+		_, err := tx.ResolveFinding(store.FindingStuckOrder, "o-2")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, query string
+		want        []string
+	}{
+		{"open by default", "", []string{"o-1", "brl"}},
+		{"open", "state=open", []string{"o-1", "brl"}},
+		{"resolved", "state=resolved", []string{"o-2"}},
+		{"all", "state=all", []string{"o-1", "o-2", "brl"}},
+		{"kind", "state=all&kind=stuck_order", []string{"o-1", "o-2"}},
+		{"first page", "state=all&limit=2", []string{"o-1", "o-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.get("/v1/findings?" + tt.query)
+			wantStatus(t, r, http.StatusOK)
+			m := r.json(t)
+			var keys []string
+			for _, f := range asSlice(m["findings"]) {
+				fm := f.(map[string]any)
+				keys = append(keys, fm["key"].(string))
+				if fm["state"] == "resolved" && fm["resolvedAt"] == nil {
+					t.Errorf("resolved finding without resolvedAt: %v", fm)
+				}
+			}
+			if !slices.Equal(keys, tt.want) {
+				t.Errorf("findings = %v, want %v", keys, tt.want)
+			}
+			if tt.name == "first page" {
+				next := e.get("/v1/findings?state=all&limit=2&cursor=" + url.QueryEscape(m["nextCursor"].(string)))
+				wantStatus(t, next, http.StatusOK)
+				if rest := asSlice(next.json(t)["findings"]); len(rest) != 1 || field(rest[0].(map[string]any), "key") != "brl" {
+					t.Errorf("second page = %s", next.body)
+				}
+			}
+		})
+	}
+	r := e.get("/v1/findings?state=closed")
+	wantStatus(t, r, http.StatusBadRequest)
+	if r.json(t)["field"] != "state" {
+		t.Errorf("answer = %s", r.body)
+	}
+}
+
+func TestAPI_watch(t *testing.T) {
+	e := newEnv(t, setup{})
+	t.Run("created puts the order on the watch list", func(t *testing.T) {
+		r := e.post("/v1/watch", `{"merchantOrderId":"own-1","type":"payin","state":"created"}`)
+		wantStatus(t, r, http.StatusAccepted)
+		if r.json(t)["state"] != "watching" {
+			t.Errorf("answer = %s", r.body)
+		}
+		var typ string
+		if err := e.store.DB().QueryRowContext(t.Context(),
+			`SELECT type FROM watches WHERE merchant_order_id = 'own-1' AND resolved_at IS NULL`).Scan(&typ); err != nil || typ != "payin" {
+			t.Errorf("watch row: type %q, %v", typ, err)
+		}
+	})
+	t.Run("in_doubt records an attempt the reconciler settles", func(t *testing.T) {
+		body := `{"merchantOrderId":"own-2","type":"payout","state":"in_doubt"}`
+		r := e.post("/v1/watch", body)
+		wantStatus(t, r, http.StatusAccepted)
+		m := r.json(t)
+		if m["state"] != "in_doubt" || field(m, "attempt.origin") != "watch" || field(m, "attempt.kind") != "payout" {
+			t.Errorf("answer = %s", r.body)
+		}
+		wantStatus(t, e.post("/v1/watch", body), http.StatusOK)
+		as, _ := e.store.AttemptsByMerchantID(t.Context(), "own-2")
+		if len(as) != 1 {
+			t.Fatalf("%d attempts, want 1", len(as))
+		}
+		due, err := e.store.DueInDoubtAttempts(t.Context(), time.Now().Add(time.Minute), time.Now().Add(time.Minute), 10)
+		if err != nil || len(due) != 1 || due[0].ID != as[0].ID {
+			t.Errorf("due = %+v, %v; want the watched attempt", due, err)
+		}
+	})
+	t.Run("a requisite is registered for the sweep", func(t *testing.T) {
+		id := "0f5e2a9c-3b1d-4c8e-9f7a-1234567890ab"
+		r := e.post("/v1/watch", `{"type":"requisite","requisiteId":"`+id+`","currency":"mxn"}`)
+		wantStatus(t, r, http.StatusAccepted)
+		reqs, err := e.store.Requisites(t.Context(), true)
+		if err != nil || len(reqs) != 1 || reqs[0].ID != id || reqs[0].Source != store.RequisiteFromWatch {
+			t.Errorf("requisites = %+v, %v", reqs, err)
+		}
+	})
+	bad := []struct {
+		name, body string
+		fields     []string
+	}{
+		{"empty", `{}`, []string{"type", "merchantOrderId", "state"}},
+		{"bad type", `{"merchantOrderId":"x","type":"refund","state":"created"}`, []string{"type"}},
+		{"bad state", `{"merchantOrderId":"x","type":"payin","state":"lost"}`, []string{"state"}},
+		{"requisite without id", `{"type":"requisite","state":"created"}`, []string{"requisiteId", "state"}},
+		{"order with a requisite id", `{"merchantOrderId":"x","type":"payin","state":"created","requisiteId":"r"}`, []string{"requisiteId"}},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post("/v1/watch", tt.body)
+			wantStatus(t, r, http.StatusUnprocessableEntity)
+			var got []string
+			for _, ve := range asSlice(field(r.json(t), "error.validationErrors")) {
+				got = append(got, ve.(map[string]any)["field"].(string))
+			}
+			if !slices.Equal(got, tt.fields) {
+				t.Errorf("fields = %v, want %v", got, tt.fields)
+			}
+		})
+	}
+	wantStatus(t, e.post("/v1/watch", `{"merchantOrderId":"x","type":"payin","state":"created","why":1}`), http.StatusBadRequest)
+}
+
+func TestAPI_openAPI(t *testing.T) {
+	e := newEnv(t, setup{})
+	r := e.get("/v1/openapi.json")
+	wantStatus(t, r, http.StatusOK)
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatalf("the document is not JSON: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Errorf("openapi = %q, want 3.1.x", doc.OpenAPI)
+	}
+	// Every route the router registers, optional handlers included, is
+	// documented, and the document names no route the router lacks.
+	stub := http.NotFoundHandler()
+	routes := api.Routes(api.Deps{Metrics: stub, Reports: stub, Dashboard: stub})
+	registered := map[string]bool{}
+	for _, rt := range routes {
+		registered[rt] = true
+		method, path, _ := strings.Cut(rt, " ")
+		if _, ok := doc.Paths[path][strings.ToLower(method)]; !ok {
+			t.Errorf("route %s is not in openapi.json", rt)
+		}
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if rt := strings.ToUpper(method) + " " + path; !registered[rt] {
+				t.Errorf("openapi.json documents %s, which the router does not serve", rt)
+			}
+		}
+	}
+	if len(routes) < 16 {
+		t.Errorf("the route table has %d routes; did it lose some?", len(routes))
+	}
+}
