@@ -80,6 +80,8 @@
 // waiting double the previous one, at most Options.MaxWebhookRetries (20)
 // times. Options.DuplicateWebhooks and Options.OutOfOrder add a second
 // delivery of the same body and a late delivery of the older processing
-// state. Every delivery runs on a goroutine the Server owns; WaitIdle waits
-// for them and Close stops them.
+// state. One order's webhooks go out one after another, in the order its
+// states happened; different orders' go out in parallel. Every delivery
+// runs on a goroutine the Server owns; WaitIdle waits for them and Close
+// stops them.
 package providertest
