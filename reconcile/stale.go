@@ -2,8 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"orderd/provider"
@@ -54,10 +56,22 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 		}
 		return page, nil
 	}
+	// Polling and recording overlap: a worker hands its answer to a
+	// recording goroutine and polls the next order, so the rate is bound
+	// by the limiter, not by how long a commit takes. The store groups
+	// the concurrent writes into shared commits.
+	rec := newRecorder(maxPendingWrites)
 	err = pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
-		r.checkOrder(ctx, o, c)
-		p.step()
+		order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
+		if callErr != nil && ctx.Err() != nil {
+			return // shutting down: the order stays due
+		}
+		rec.do(func() {
+			r.recordCheck(ctx, o, order, raw, callErr, c)
+			p.step()
+		})
 	})
+	rec.wait()
 	if err != nil {
 		return fmt.Errorf("due orders: %w", err)
 	}
@@ -70,12 +84,33 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 	return r.watches(ctx, now, c)
 }
 
-// checkOrder polls one due order and records what it learned.
-func (r *Reconciler) checkOrder(ctx context.Context, o store.DueOrder, c *counts) {
-	order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
-	if callErr != nil && ctx.Err() != nil {
-		return // shutting down: the order stays due
-	}
+// maxPendingWrites bounds the answers of a stale run waiting to be
+// recorded (and so the memory they hold).
+const maxPendingWrites = 256
+
+// recorder runs recording functions on goroutines it owns, at most limit
+// at a time; do blocks while the limit is reached.
+type recorder struct {
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func newRecorder(limit int) *recorder { return &recorder{sem: make(chan struct{}, limit)} }
+
+func (rc *recorder) do(fn func()) {
+	rc.sem <- struct{}{}
+	rc.wg.Go(func() {
+		defer func() { <-rc.sem }()
+		fn()
+	})
+}
+
+func (rc *recorder) wait() { rc.wg.Wait() }
+
+// recordCheck records what a poll of one due order learned: the answer
+// through the write path, backoff when nothing changed, a stuck_order
+// finding when it has been unchanged for GiveUpAfter.
+func (r *Reconciler) recordCheck(ctx context.Context, o store.DueOrder, order *provider.Order, raw json.RawMessage, callErr error, c *counts) {
 	c.add("checked", 1)
 	log := r.log.With("job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID)
 	now := r.now()
@@ -103,7 +138,7 @@ func (r *Reconciler) checkOrder(ctx context.Context, o store.DueOrder, c *counts
 		if !unchanged {
 			return nil
 		}
-		if _, _, err := tx.PostponeOrderCheck(o.ProviderID, r.backoff); err != nil {
+		if _, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts))); err != nil {
 			return err
 		}
 		if now.Sub(o.UpdatedAt) < r.cfg.GiveUpAfter {
@@ -130,7 +165,7 @@ func (r *Reconciler) checkOrder(ctx context.Context, o store.DueOrder, c *counts
 		// run's budget.
 		if ctx.Err() == nil {
 			if perr := r.store.Write(ctx, func(tx *store.Tx) error {
-				_, _, err := tx.PostponeOrderCheck(o.ProviderID, r.backoff)
+				_, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts)))
 				return err
 			}); perr != nil {
 				log.Warn("postpone order check", "err", perr)
@@ -210,7 +245,7 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 			}
 			return tx.ResolveWatch(w.MerchantOrderID)
 		}
-		if _, _, err := tx.PostponeWatch(w.MerchantOrderID, r.backoff); err != nil {
+		if err := tx.PostponeWatch(w.MerchantOrderID, now.Add(r.backoff(w.Attempts))); err != nil {
 			return err
 		}
 		if !isNotFound(callErr) || now.Sub(w.CreatedAt) < r.cfg.GiveUpAfter {
@@ -229,8 +264,7 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 		c.add("errors", 1)
 		log.Warn("watched order conflicts with a stored order", "err", err)
 		_ = r.store.Write(ctx, func(tx *store.Tx) error {
-			_, _, err := tx.PostponeWatch(w.MerchantOrderID, r.backoff)
-			return err
+			return tx.PostponeWatch(w.MerchantOrderID, now.Add(r.backoff(w.Attempts)))
 		})
 	case err != nil:
 		c.add("errors", 1)

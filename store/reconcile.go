@@ -223,29 +223,20 @@ func (s *Store) CountDueOrders(ctx context.Context, now, changedBefore time.Time
 	return n, nil
 }
 
-// PostponeOrderCheck moves a non-final order's next poll to
-// now + backoff(check_attempts) and counts the attempt. It does nothing to
-// a final order (which is no longer polled). It returns the new attempt
-// count and due time.
-func (tx *Tx) PostponeOrderCheck(providerOrderID string, backoff func(attempts int) time.Duration) (attempts int, next time.Time, err error) {
-	var status string
-	err = tx.QueryRow(`SELECT check_attempts, status FROM orders WHERE provider_id = ?`, providerOrderID).Scan(&attempts, &status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, time.Time{}, fmt.Errorf("postpone check of %s: %w", providerOrderID, ErrNotFound)
-	}
+// PostponeOrderCheck moves a non-final order's next poll to next and
+// counts the check in check_attempts. A final order is left alone (it is
+// no longer polled); postponed reports whether the order was moved.
+func (tx *Tx) PostponeOrderCheck(providerOrderID string, next time.Time) (postponed bool, err error) {
+	res, err := tx.Exec(`UPDATE orders SET next_check_at = ?, check_attempts = check_attempts + 1
+		WHERE provider_id = ? AND status IN ('new', 'processing')`, next.UnixMilli(), providerOrderID)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
+		return false, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
 	}
-	if provider.Status(status).IsFinal() {
-		return attempts, time.Time{}, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
 	}
-	next = tx.s.now().Add(backoff(attempts))
-	attempts++
-	if _, err := tx.Exec(`UPDATE orders SET next_check_at = ?, check_attempts = ? WHERE provider_id = ?`,
-		next.UnixMilli(), attempts, providerOrderID); err != nil {
-		return 0, time.Time{}, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
-	}
-	return attempts, next, nil
+	return n == 1, nil
 }
 
 // StoredState is an order's current stored state as the write path last
@@ -378,23 +369,15 @@ func (s *Store) DueWatches(ctx context.Context, now time.Time, after DueCursor, 
 	return out, rows.Err()
 }
 
-// PostponeWatch moves an open watch's next poll to now +
-// backoff(attempts) and counts the attempt.
-func (tx *Tx) PostponeWatch(merchantOrderID string, backoff func(attempts int) time.Duration) (attempts int, next time.Time, err error) {
-	err = tx.QueryRow(`SELECT attempts FROM watches WHERE merchant_order_id = ? AND resolved_at IS NULL`, merchantOrderID).Scan(&attempts)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, time.Time{}, nil
-	}
+// PostponeWatch moves an open watch's next poll to next and counts the
+// attempt.
+func (tx *Tx) PostponeWatch(merchantOrderID string, next time.Time) error {
+	_, err := tx.Exec(`UPDATE watches SET next_check_at = ?, attempts = attempts + 1
+		WHERE merchant_order_id = ? AND resolved_at IS NULL`, next.UnixMilli(), merchantOrderID)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("postpone watch %s: %w", merchantOrderID, err)
+		return fmt.Errorf("postpone watch %s: %w", merchantOrderID, err)
 	}
-	next = tx.s.now().Add(backoff(attempts))
-	attempts++
-	if _, err := tx.Exec(`UPDATE watches SET next_check_at = ?, attempts = ? WHERE merchant_order_id = ? AND resolved_at IS NULL`,
-		next.UnixMilli(), attempts, merchantOrderID); err != nil {
-		return 0, time.Time{}, fmt.Errorf("postpone watch %s: %w", merchantOrderID, err)
-	}
-	return attempts, next, nil
+	return nil
 }
 
 // --- requisites ---

@@ -154,23 +154,36 @@ func TestStore_DueOrders(t *testing.T) {
 	}
 
 	// Postponing moves an order out of the due set, growing its wait.
-	var waits []time.Duration
-	for range 3 {
+	for i := range 3 {
 		err := st.Write(t.Context(), func(tx *store.Tx) error {
-			_, next, err := tx.PostponeOrderCheck("p0", func(n int) time.Duration { return time.Duration(n+1) * time.Minute })
-			waits = append(waits, next.Sub(now))
+			ok, err := tx.PostponeOrderCheck("p0", now.Add(time.Duration(i+1)*time.Minute))
+			if !ok {
+				t.Error("a processing order was not postponed")
+			}
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if waits[0] != time.Minute || waits[2] != 3*time.Minute {
-		t.Fatalf("waits = %v", waits)
-	}
 	page, err := st.DueOrders(t.Context(), now, changedBefore, store.DueCursor{}, 10)
 	if err != nil || len(page) != 6 || page[0].MerchantOrderID != "m1" {
 		t.Fatalf("after postponing m0: %d due, first %+v (%v)", len(page), page, err)
+	}
+	later, err := st.DueOrders(t.Context(), now.Add(3*time.Minute), changedBefore, store.DueCursor{}, 10)
+	if err != nil || len(later) != 7 || later[6].MerchantOrderID != "m0" || later[6].CheckAttempts != 3 {
+		t.Fatalf("3 minutes later: %+v (%v)", later, err)
+	}
+	// A final order is not postponed.
+	err = st.Write(t.Context(), func(tx *store.Tx) error {
+		ok, err := tx.PostponeOrderCheck("done", now.Add(time.Hour))
+		if ok {
+			t.Error("a completed order was postponed")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,189 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+// BenchmarkReconciler_RunStale polls 100,000 stale orders against the fake
+// provider at rate_limit 2000/s (burst 1) and reports the achieved rate
+// beside the limit, the most calls seen in any one-second window, and the
+// heap in use before, during (peak) and after the run. Run it once:
+//
+//	go test -run '^$' -bench BenchmarkReconciler_RunStale -benchtime 1x ./reconcile/
+func BenchmarkReconciler_RunStale(b *testing.B) {
+	const (
+		orders      = 10_000
+		rateLimit   = 2000
+		concurrency = 32
+	)
+	var commits, commitNanos, commitWrites atomic.Int64
+	ck := newClock()
+	key := signingKey(b)
+	fake := providertest.NewServer(providertest.Options{Key: key, Now: ck.Now})
+	b.Cleanup(fake.Close)
+	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "orderd.db"), store.Options{
+		Now: ck.Now, CheckAfter: staleAfter,
+		OnCommit: func(batch int, d time.Duration) {
+			commits.Add(1)
+			commitNanos.Add(int64(d))
+			commitWrites.Add(int64(batch))
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = st.Close(ctx)
+	})
+
+	// The orders exist at the provider and in the store, in processing.
+	const batch = 1000
+	for i := 0; i < orders; i += batch {
+		obs := make([]store.Observation, 0, batch)
+		for j := i; j < i+batch; j++ {
+			mid := fmt.Sprintf("bench-%06d", j)
+			if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: mid, Amount: "10.00", Currency: "brl"}); err != nil {
+				b.Fatal(err)
+			}
+			raw, _ := fake.OrderJSON(mid)
+			o, err := provider.DecodeOrder(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			obs = append(obs, store.Observation{Source: store.SourceGateway, Order: o, Raw: raw, ObservedAt: ck.Now()})
+		}
+		err := st.Write(context.Background(), func(tx *store.Tx) error {
+			for _, ob := range obs {
+				if _, err := tx.ApplyObservation(ob); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// Every call's send time, recorded by the client.
+	sent := make([]int64, 0, orders*2)
+	var (
+		sentMu sync.Mutex
+		calls  atomic.Int64
+	)
+	client, err := provider.NewClient(provider.Options{
+		BaseURL: fake.URL(), APIKey: fake.APIKey(), Timeout: 10 * time.Second,
+		Limiter: reconcile.NewLimiter(rateLimit, 1),
+		HTTPClient: &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency,
+		}},
+		Observe: func(endpoint, outcome string, d time.Duration) {
+			at := time.Now().Add(-d).UnixNano()
+			calls.Add(1)
+			sentMu.Lock()
+			sent = append(sent, at)
+			sentMu.Unlock()
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := reconcile.New(reconcile.Config{StaleAfter: staleAfter, Concurrency: concurrency, Now: ck.Now}, st, client, nil)
+
+	heapBefore := heapInuse()
+	var (
+		peak     atomic.Uint64
+		stopPeak = make(chan struct{})
+		peakDone = make(chan struct{})
+	)
+	go func() {
+		defer close(peakDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopPeak:
+				return
+			case <-t.C:
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+			}
+		}
+	}()
+
+	commits.Store(0)
+	commitNanos.Store(0)
+	commitWrites.Store(0)
+	b.ResetTimer()
+	for b.Loop() {
+		ck.Advance(2 * time.Hour) // every order is due again
+		s, err := rec.RunStale(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.Counts["checked"] != orders || s.Counts["errors"] != 0 {
+			b.Fatalf("counts = %v", s.Counts)
+		}
+	}
+	b.StopTimer()
+	close(stopPeak)
+	<-peakDone
+	heapAfter := heapInuse()
+
+	sentMu.Lock()
+	times := slices.Clone(sent)
+	sentMu.Unlock()
+	slices.Sort(times)
+	span := time.Duration(times[len(times)-1] - times[0])
+	achieved := float64(len(times)-1) / span.Seconds()
+	b.ReportMetric(achieved, "calls/s")
+	b.ReportMetric(rateLimit, "limit-calls/s")
+	b.ReportMetric(achieved/rateLimit, "ratio")
+	b.ReportMetric(float64(maxPerWindow(times, time.Second)), "max-calls/1s-window")
+	b.ReportMetric(float64(maxInWindow(fake.Calls(providertest.PathGetStatus), time.Second)), "fake-max-calls/1s-window")
+	b.ReportMetric(float64(commits.Load()), "commits")
+	b.ReportMetric(float64(commitWrites.Load())/float64(commits.Load()), "writes/commit")
+	b.ReportMetric(float64(commitNanos.Load())/float64(commits.Load())/1e6, "ms/commit")
+	b.ReportMetric(float64(heapBefore)/(1<<20), "heap-before-MB")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "heap-peak-MB")
+	b.ReportMetric(float64(heapAfter)/(1<<20), "heap-after-MB")
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// maxPerWindow returns the most of the sorted unix-nano times inside any
+// window of length w.
+func maxPerWindow(times []int64, w time.Duration) int {
+	best, j := 0, 0
+	for i := range times {
+		for times[i]-times[j] >= int64(w) {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
