@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -165,11 +164,6 @@ func (e *env) attempts() []store.Attempt {
 	return as
 }
 
-// createCalls is how many calls the fake received at a create endpoint.
-func (e *env) createCalls(path string) int {
-	return len(e.fake.Calls(path))
-}
-
 // payinBody is a valid payin request.
 func payinBody(merchantOrderID, amount string) string {
 	return `{"merchantOrderId":"` + merchantOrderID + `","invoice":{"amount":"` + amount + `","currency":"brl"},` +
@@ -195,14 +189,4 @@ func field(m map[string]any, path string) any {
 		cur = obj[p]
 	}
 	return cur
-}
-
-// compactJSON compacts b for comparisons.
-func compactJSON(t testing.TB, b []byte) string {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	return buf.String()
 }
