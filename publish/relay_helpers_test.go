@@ -56,10 +56,19 @@ func (o testOrder) raw(status string, pretty bool) []byte {
 // path, as the receiver (webhook) or the reconciler (poll) would.
 func apply(tb testing.TB, st *store.Store, o testOrder, status string, pretty bool, src store.Source) store.Result {
 	tb.Helper()
+	res, err := tryApply(st, o, status, pretty, src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}
+
+// tryApply is apply for goroutines other than the test's.
+func tryApply(st *store.Store, o testOrder, status string, pretty bool, src store.Source) (store.Result, error) {
 	raw := o.raw(status, pretty)
 	ord, err := provider.DecodeOrder(raw)
 	if err != nil {
-		tb.Fatalf("decode test order: %v\n%s", err, raw)
+		return store.Result{}, fmt.Errorf("decode test order: %w\n%s", err, raw)
 	}
 	ob := store.Observation{Source: src, Order: ord, Raw: raw, ObservedAt: time.Now()}
 	if src == store.SourceWebhook {
@@ -69,9 +78,9 @@ func apply(tb testing.TB, st *store.Store, o testOrder, status string, pretty bo
 	defer cancel()
 	res, err := st.Apply(ctx, ob)
 	if err != nil {
-		tb.Fatalf("apply %s %s: %v", o.id, status, err)
+		return store.Result{}, fmt.Errorf("apply %s %s: %w", o.id, status, err)
 	}
-	return res
+	return res, nil
 }
 
 // openStore opens a store on a fresh file, closed when the test ends.

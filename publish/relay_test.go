@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,17 +96,34 @@ func TestRelay_PublishesEachStateOnce(t *testing.T) {
 			runRelay(t, newRelay(t, tt.cfg, st, js))
 
 			orders := make(map[string]testOrder)
+			var wg sync.WaitGroup
 			for i := range n {
 				o := newTestOrder("once", i)
 				orders[o.id] = o
-				// Each state twice, once reformatted, plus a poll
-				// of the final state: two states, two events.
-				apply(t, st, o, "processing", false, store.SourceWebhook)
-				apply(t, st, o, "processing", true, store.SourceWebhook)
-				apply(t, st, o, "completed", false, store.SourceWebhook)
-				apply(t, st, o, "completed", true, store.SourceWebhook)
-				apply(t, st, o, "completed", false, store.SourcePoll)
+				// Orders arrive concurrently, each one's
+				// observations in sequence: each state twice,
+				// once reformatted, plus a poll of the final
+				// state. Two states, two events.
+				wg.Go(func() {
+					for _, ob := range []struct {
+						status string
+						pretty bool
+						src    store.Source
+					}{
+						{"processing", false, store.SourceWebhook},
+						{"processing", true, store.SourceWebhook},
+						{"completed", false, store.SourceWebhook},
+						{"completed", true, store.SourceWebhook},
+						{"completed", false, store.SourcePoll},
+					} {
+						if _, err := tryApply(st, o, ob.status, ob.pretty, ob.src); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
 			}
+			wg.Wait()
 			waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
 			// Marked published, nothing more goes out: a few more
 			// polls of the outbox must not add events.
