@@ -363,12 +363,13 @@ func (c *Client) call(ctx context.Context, endpoint string, body []byte) (json.R
 	if err := ctx.Err(); err != nil {
 		return nil, notSent(endpoint, err)
 	}
+	callCtx := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+endpoint, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.base+endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, notSent(endpoint, err)
 	}
@@ -378,6 +379,10 @@ func (c *Client) call(ctx context.Context, endpoint string, body []byte) (json.R
 
 	start := time.Now()
 	data, err := c.roundTrip(endpoint, req)
+	var de *InDoubtError
+	if errors.As(err, &de) && ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		de.Reason = fmt.Sprintf("no complete answer within the %v timeout: %s", c.timeout, de.Reason)
+	}
 	if c.observe != nil {
 		c.observe(endpoint, outcomeOf(err), time.Since(start))
 	}

@@ -186,6 +186,9 @@ func TestClient_TimeoutUnwrapsToDeadline(t *testing.T) {
 	if !errors.Is(err, provider.ErrInDoubt) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v: want both ErrInDoubt and context.DeadlineExceeded", err)
 	}
+	if !strings.Contains(err.Error(), "within the 20ms timeout") {
+		t.Errorf("error %q does not name the timeout", err)
+	}
 }
 
 func TestClient_ValidationError(t *testing.T) {

@@ -12,5 +12,11 @@
 // Outcomes are classified so callers can branch: a decoded error envelope is
 // a definite *Error; anything else that goes wrong (transport fault, timeout,
 // non-200 status, undecodable body) wraps ErrInDoubt, which for a create call
-// means the order may or may not exist and get-status must settle it.
+// means the order may or may not exist and get-status must settle it. A call
+// that never left orderd (the rate limiter's wait or the context ended first)
+// wraps ErrNotSent instead: the provider saw nothing.
+//
+// Webhooks are checked by a Verifier over the provider's public keys (RSA or
+// ECDSA, several at once for rotation), accepting exactly what
+// `openssl dgst -sha512 -sign KEY body | openssl base64` produces.
 package provider
