@@ -254,3 +254,58 @@ func TestReconciler_RunBalances_boundaryCompletion(t *testing.T) {
 		t.Fatalf("drift %s unexplained %s parts %+v", d.Drift, d.Unexplained, det.Parts)
 	}
 }
+
+func TestReconciler_RunBalances_explainsInFlightMoney(t *testing.T) {
+	t.Run("in-doubt payout", func(t *testing.T) {
+		e := balancesEnv(t, reconcile.Config{})
+		e.run(e.rec.RunBalances)
+		// The payout request timed out at orderd, but the provider made
+		// it and has paid it out already.
+		req := `{"merchantOrderId":"po-1","amount":{"amount":"80.00","currency":"brl"}}`
+		a, _, err := e.st.BeginAttempt(t.Context(), store.NewAttempt{Kind: store.AttemptPayout, MerchantOrderID: "po-1",
+			IdempotencyKey: "order:po-1", Request: json.RawMessage(req), RequestHash: "h-po-1", State: store.AttemptInDoubt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.createAtFake("po-1", "80.00", provider.TypePayout)
+		if err := e.fake.Complete("po-1"); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Minute)
+		e.run(e.rec.RunBalances)
+		d := e.latestDrift("brl")
+		det := driftDetail(t, d.Detail)
+		if !d.Drift.Equal(dec("-80")) || !d.Unexplained.IsZero() || len(det.Parts) != 1 ||
+			det.Parts[0].Kind != reconcile.PartInDoubt || det.Parts[0].Orders[0].AttemptID != a.ID ||
+			det.Parts[0].Orders[0].MerchantOrderID != "po-1" || det.Parts[0].Amount != "-80.00" {
+			t.Fatalf("drift %s unexplained %s parts %+v", d.Drift, d.Unexplained, det.Parts)
+		}
+	})
+	t.Run("refund in flight", func(t *testing.T) {
+		e := balancesEnv(t, reconcile.Config{})
+		o := e.createAtFake("paid", "100.00", provider.TypePayin)
+		if err := e.fake.Complete("paid"); err != nil {
+			t.Fatal(err)
+		}
+		e.learn("paid", store.SourceWebhook)
+		refund, _, err := e.client.CreateRefund(t.Context(), provider.RefundRequest{Amount: dec("30.00"), MerchantOrderID: "paid"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.learn("paid", store.SourcePoll) // orderd sees the refund in new
+		e.clock.Advance(time.Minute)
+		e.run(e.rec.RunBalances)
+		// The provider completes the refund; orderd has not heard yet.
+		if err := e.fake.CompleteRefund("paid", refund.RefundTransaction.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Minute)
+		e.run(e.rec.RunBalances)
+		d := e.latestDrift("brl")
+		det := driftDetail(t, d.Detail)
+		if !d.Drift.Equal(dec("-30")) || !d.Unexplained.IsZero() || len(det.Parts) != 1 ||
+			det.Parts[0].Kind != reconcile.PartRefundInFlight || det.Parts[0].Orders[0].OrderID != o.ID {
+			t.Fatalf("drift %s unexplained %s parts %+v", d.Drift, d.Unexplained, det.Parts)
+		}
+	})
+}

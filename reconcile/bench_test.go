@@ -26,7 +26,7 @@ import (
 //	go test -run '^$' -bench BenchmarkReconciler_RunStale -benchtime 1x ./reconcile/
 func BenchmarkReconciler_RunStale(b *testing.B) {
 	const (
-		orders      = 10_000
+		orders      = 100_000
 		rateLimit   = 2000
 		concurrency = 32
 	)

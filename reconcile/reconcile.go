@@ -47,26 +47,48 @@ const (
 	DefaultPageSize         = 500
 )
 
-// Store is what the reconciler needs of orderd's store. *store.Store
-// satisfies it.
+// Store is what the reconciler needs of orderd's store, one small
+// interface per concern. *store.Store satisfies it.
 type Store interface {
+	WriteStore
+	RunStore
+	StaleStore
+	DoubtStore
+	BalanceStore
+	RequisiteStore
+}
+
+// WriteStore is the one write path and the writer's transactions.
+type WriteStore interface {
 	Write(ctx context.Context, fn func(tx *store.Tx) error) error
 	Apply(ctx context.Context, obs store.Observation) (store.Result, error)
+}
 
+// RunStore records runs and counts open findings.
+type RunStore interface {
 	StartReconcileRun(ctx context.Context, job string, at time.Time) (int64, error)
 	FinishReconcileRun(ctx context.Context, id int64, at time.Time, counts map[string]int, runErr string) error
 	OpenFindingCounts(ctx context.Context) (map[string]int, error)
+}
 
+// StaleStore queues the orders and watches to poll.
+type StaleStore interface {
 	DueOrders(ctx context.Context, now, changedBefore time.Time, after store.DueCursor, limit int) ([]store.DueOrder, error)
 	CountDueOrders(ctx context.Context, now, changedBefore time.Time) (int, error)
 	ResolveSettledStuckOrders(ctx context.Context) (int, error)
 	DueWatches(ctx context.Context, now time.Time, after store.DueCursor, limit int) ([]store.DueWatch, error)
+}
 
+// DoubtStore holds the gateway's attempts.
+type DoubtStore interface {
 	DueInDoubtAttempts(ctx context.Context, olderThan, now time.Time, limit int) ([]store.Attempt, error)
 	SettleAttemptCreated(ctx context.Context, id int64, obs store.Observation) error
 	SettleAttemptNotCreated(ctx context.Context, id int64) error
 	PostponeAttempt(ctx context.Context, id int64, next time.Time) error
+}
 
+// BalanceStore holds snapshots, the ledger and what is in flight.
+type BalanceStore interface {
 	UpdateLedger(ctx context.Context, batch int) (int, error)
 	InsertBalanceSnapshot(ctx context.Context, currency string, amount decimal.Decimal, at time.Time, runID int64) (store.BalanceSnapshot, error)
 	DriftOpening(ctx context.Context, closing store.BalanceSnapshot) (store.BalanceSnapshot, bool, error)
@@ -74,7 +96,10 @@ type Store interface {
 	LedgerMovements(ctx context.Context, currency string, from, to time.Time) ([]store.LedgerMovement, error)
 	PendingMovements(ctx context.Context, currency string, limit int) ([]store.PendingMovement, error)
 	UnsettledCreations(ctx context.Context) ([]store.UnsettledCreation, error)
+}
 
+// RequisiteStore holds the requisites to sweep.
+type RequisiteStore interface {
 	GatewayRequisites(ctx context.Context) ([]string, error)
 	Requisites(ctx context.Context, activeOnly bool) ([]store.Requisite, error)
 	MarkRequisiteSwept(ctx context.Context, id string, at time.Time, recovered int) error

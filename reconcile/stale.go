@@ -38,11 +38,14 @@ func (r *Reconciler) RunStale(ctx context.Context) (Summary, error) {
 func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 	now := r.now()
 	changedBefore := now.Add(-r.cfg.StaleAfter)
-	total, err := r.store.CountDueOrders(ctx, now, changedBefore)
-	if err != nil {
-		return err
+	// Counting costs a pass over the due set; only a progress bar needs it.
+	total := 0
+	if r.cfg.Progress != nil {
+		var err error
+		if total, err = r.store.CountDueOrders(ctx, now, changedBefore); err != nil {
+			return err
+		}
 	}
-	c.add("due", total)
 	p := r.newProgress(JobStale, total)
 
 	var cursor store.DueCursor
@@ -54,6 +57,7 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 		if len(page) > 0 {
 			cursor = page[len(page)-1].Cursor()
 		}
+		c.add("due", len(page))
 		return page, nil
 	}
 	// Polling and recording overlap: a worker hands its answer to a
@@ -61,7 +65,7 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 	// by the limiter, not by how long a commit takes. The store groups
 	// the concurrent writes into shared commits.
 	rec := newRecorder(maxPendingWrites)
-	err = pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
+	err := pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
 		order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
 		if callErr != nil && ctx.Err() != nil {
 			return // shutting down: the order stays due
