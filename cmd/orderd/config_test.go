@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -633,4 +634,42 @@ func assertConfigFailure(t *testing.T, r result, path, want string) {
 	if !strings.Contains(r.stderr, prefix) || !strings.Contains(r.stderr, want) {
 		t.Errorf("stderr\n%s\ndoes not say %q for %s", r.stderr, want, path)
 	}
+}
+
+// FuzzParseConfig checks that no input makes the parser or the validator
+// panic, that every rejection is a *configError, and that an accepted,
+// valid config survives a trip through its own String form.
+func FuzzParseConfig(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("..", "..", "config.example.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(example))
+	f.Add(validYAML)
+	f.Add(withLines("receiver:\n  allowed_ips: [10.0.0.1, \"::1\"]\n  max_body_bytes: 2MiB", "reconcile:\n  drift_tolerance: {usd: 0.10, EUR: \"1\"}"))
+	f.Add("a: &x [1, 2]\nb: *x\n")
+	f.Add("receiver:\n  listen: :1\n  listen: :2\n")
+	f.Add("provider: {timeout: 1h1m1s, rate_limit: .5}\n")
+	f.Add("- [\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		cfg, err := ParseConfig(strings.NewReader(in))
+		if err != nil {
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v (%T) is not a *configError", err, err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			return
+		}
+		first := cfg.String()
+		again, err := ParseConfig(strings.NewReader(first))
+		if err != nil {
+			t.Fatalf("String output does not parse: %v\n%s", err, first)
+		}
+		if second := again.String(); second != first {
+			t.Fatalf("round trip changed the config:\n%s\nthen\n%s", first, second)
+		}
+	})
 }
