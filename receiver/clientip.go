@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 )
@@ -91,4 +92,29 @@ func normalizePrefixes(in []netip.Prefix) []netip.Prefix {
 		out = append(out, netip.PrefixFrom(a.WithZone(""), bits).Masked())
 	}
 	return out
+}
+
+// ParsePrefixes parses an allow-list as configured: each entry is a CIDR
+// prefix ("203.0.113.0/24", "2001:db8::/32") or a single address, which
+// stands for itself alone. The error names the first entry that is neither.
+func ParsePrefixes(entries []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(entries))
+	for i, e := range entries {
+		s := strings.TrimSpace(e)
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("entry %d (%q) is not a CIDR prefix: %w", i+1, e, err)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d (%q) is neither an address nor a CIDR prefix", i+1, e)
+		}
+		a = a.WithZone("")
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
