@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -61,8 +62,10 @@ type Config struct {
 	// TimeoutStopSec is longer.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
-	// lines maps a key path ("receiver.listen") to the line it was set on,
-	// so that Validate can point at the line as well as the key.
+	// file is the path LoadConfig read, and lines maps a key path
+	// ("receiver.listen") to the line it was set on, so that errors found
+	// after parsing can point at both as well as the key.
+	file  string
 	lines map[string]int
 }
 
@@ -317,6 +320,7 @@ func LoadConfig(path string, getenv func(string) string) (*Config, error) {
 	if err != nil {
 		return nil, withFile(err, path)
 	}
+	cfg.file = path
 	if err := cfg.resolveSecrets(getenv, os.ReadFile); err != nil {
 		return nil, withFile(err, path)
 	}
@@ -382,7 +386,21 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 
 // errorf builds a configError for key, with the line the key was set on.
 func (c *Config) errorf(key, format string, args ...any) *configError {
-	return &configError{Line: c.lines[key], Key: key, Problem: fmt.Sprintf(format, args...)}
+	return &configError{File: c.file, Line: c.lines[key], Key: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+// ProviderPublicKeys loads the PEM files of provider.public_keys, at start
+// and again on a reload. An error is a *configError naming the key, so a
+// missing or malformed key file exits with status 2.
+func (c *Config) ProviderPublicKeys() ([]crypto.PublicKey, error) {
+	keys, err := provider.LoadPublicKeys(c.Provider.PublicKeys...)
+	if err != nil {
+		return nil, c.errorf("provider.public_keys", "%v", err)
+	}
+	if _, err := provider.NewVerifier(keys...); err != nil {
+		return nil, c.errorf("provider.public_keys", "%v", err)
+	}
+	return keys, nil
 }
 
 var (

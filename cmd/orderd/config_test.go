@@ -515,7 +515,7 @@ func TestConfigExample(t *testing.T) {
 	want.Provider.PublicKeys = cfg.Provider.PublicKeys
 	want.Receiver.AllowedIPs = []netip.Prefix{}
 	want.Receiver.TrustedProxies = []netip.Prefix{}
-	want.lines = cfg.lines
+	want.lines, want.file = cfg.lines, cfg.file
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("config.example.yaml differs from the defaults:\nexample:\n%s\ndefaults:\n%s", cfg, want)
 	}

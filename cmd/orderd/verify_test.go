@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,5 +111,45 @@ func TestRun_Verify(t *testing.T) {
 	}
 	if out := openssl(t, body, "dgst", "-sha512", "-verify", rsaPub, "-signature", sigFile); !bytes.Contains(out, []byte("Verified OK")) {
 		t.Fatalf("openssl does not verify the signature the test made: %s", out)
+	}
+}
+
+func TestConfig_ProviderPublicKeys(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed (.ci/run installs it)")
+	}
+	dir := t.TempDir()
+	_, pub := keyPair(t, dir, "ec", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
+	priv, pub2 := keyPair(t, dir, "rsa", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048")
+	load := func(keys ...string) ([]int, error) {
+		yaml := "provider:\n  base_url: https://p.example\n  api_key: k\n  public_keys:\n"
+		for _, k := range keys {
+			yaml += "    - " + k + "\n"
+		}
+		path := writeFile(t, dir, "config.yaml", yaml)
+		cfg, err := LoadConfig(path, func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("LoadConfig: %v", err)
+		}
+		got, err := cfg.ProviderPublicKeys()
+		return make([]int, len(got)), err
+	}
+
+	if keys, err := load(pub, pub2); err != nil || len(keys) != 2 {
+		t.Errorf("two key files: %d keys, %v", len(keys), err)
+	}
+	for name, tc := range map[string]struct {
+		file, want string
+	}{
+		"missing file":  {filepath.Join(dir, "absent.pem"), "line 5: provider.public_keys: public key file: open "},
+		"a private key": {priv, "is a private key"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(pub, tc.file)
+			var ce *configError
+			if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config.yaml") {
+				t.Errorf("error %v, want a config error naming the file and %q", err, tc.want)
+			}
+		})
 	}
 }
