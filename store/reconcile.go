@@ -825,8 +825,10 @@ func (s *Store) historySince(ctx context.Context, cursor int64, limit int) ([]hi
 }
 
 // recordLedger derives the movements of one applied state. Final statuses
-// never regress, so a movement once recorded stays; pending movements are
-// replaced by those of the newest state.
+// never regress, so a movement once recorded stays; a newer state that
+// restates its amount (the provider's newer truth, also a mismatch
+// finding) or first gives its completedAt updates it. Pending movements
+// are replaced by those of the newest state.
 func (tx *Tx) recordLedger(st historyState) error {
 	moves, pending := LedgerEntries(st.order, st.observedAt)
 	for _, m := range moves {
@@ -836,7 +838,10 @@ func (tx *Tx) recordLedger(st historyState) error {
 		}
 		if _, err := tx.Exec(`INSERT INTO ledger_movements (order_id, entry_key, kind, provider_order_id, merchant_order_id,
 				currency, amount, placed_at, placed_by, learned_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (order_id, entry_key) DO NOTHING`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (order_id, entry_key) DO UPDATE SET currency = excluded.currency, amount = excluded.amount,
+				placed_at = CASE WHEN excluded.placed_by = 'provider' THEN excluded.placed_at ELSE placed_at END,
+				placed_by = CASE WHEN excluded.placed_by = 'provider' THEN 'provider' ELSE placed_by END`,
 			st.orderID, m.EntryKey, m.Kind, m.ProviderOrderID, m.MerchantOrderID, m.Currency,
 			provider.FormatAmount(m.Amount), m.PlacedAt.UnixMilli(), by, m.LearnedAt.UnixMilli()); err != nil {
 			return fmt.Errorf("ledger movement of %s: %w", m.ProviderOrderID, err)

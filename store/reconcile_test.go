@@ -269,6 +269,16 @@ func TestStore_UpdateLedger(t *testing.T) {
 	if pending, _ := st.PendingMovements(ctx, "brl", 0); len(pending) != 0 {
 		t.Fatalf("pending after everything settled = %+v", pending)
 	}
+
+	// A poll restating the payin's amount is the newer truth: the ledger
+	// follows it.
+	rcApply(t, st, store.SourcePoll, rcOrder("a", "ma", "payin", "completed", "100", "97.50", "2026-03-01T10:30:00Z", "r1:completed:30"), ck.Now())
+	if _, err := st.UpdateLedger(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if sum, n, _ := st.LedgerSum(ctx, "brl", from, to); n != 2 || !sum.Equal(decimal.RequireFromString("67.5")) {
+		t.Fatalf("ledger sum after the restated amount = %s over %d, want 67.5 over 2", sum, n)
+	}
 }
 
 func TestStore_DriftOpening(t *testing.T) {
