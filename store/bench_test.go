@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,17 @@ func (l *latencies) add(d []time.Duration) {
 	l.mu.Unlock()
 }
 
+// cpuTime is the process's user+system CPU time so far. Per operation it
+// shows the cost of the path even on a machine busy with other work, where
+// wall-clock rates are noisy.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func (l *latencies) report(b *testing.B, elapsed time.Duration, unit string) {
 	slices.Sort(l.all)
 	if len(l.all) == 0 {
@@ -71,7 +83,7 @@ func BenchmarkStore_Apply(b *testing.B) {
 	b.SetParallelism(32) // 64 goroutines on 2 cores
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
 		for pb.Next() {
@@ -85,9 +97,10 @@ func BenchmarkStore_Apply(b *testing.B) {
 		}
 		lat.add(mine)
 	})
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	lat.report(b, elapsed, "applies")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 	if c := commits.Load(); c > 0 {
 		b.ReportMetric(float64(batches.Load())/float64(c), "writes/commit")
 	}
@@ -130,7 +143,7 @@ func BenchmarkSQLite_RawInsert(b *testing.B) {
 	mine := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	orderIDs := make(map[string]int64)
 	for i := 0; i < b.N; {
 		t0 := time.Now()
@@ -182,8 +195,9 @@ func BenchmarkSQLite_RawInsert(b *testing.B) {
 		}
 		i = j
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	lat.add(mine)
 	lat.report(b, elapsed, "inserts")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 }
