@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"orderd/store"
@@ -121,4 +122,45 @@ func openStoreAt(tb testing.TB, path string, opts store.Options) (*store.Store, 
 	}
 	tb.Cleanup(func() { s.Close(context.Background()) })
 	return s, path
+}
+
+func TestStore_IntegrityCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orderd.db")
+	s, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("1.00").json(false))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.IntegrityCheck(t.Context()); err != nil {
+		t.Fatalf("healthy database: %v", err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Overwrite a page in the middle of the file with garbage.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := (st.Size() / 4096 / 2) * 4096
+	if _, err := f.WriteAt([]byte(strings.Repeat("\xde\xad\xbe\xef", 1024)), page); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ro, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(context.Background())
+	if err := ro.IntegrityCheck(t.Context()); err == nil {
+		t.Error("integrity check passed on a damaged file")
+	}
 }
