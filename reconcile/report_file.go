@@ -1,0 +1,178 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// WriteFileAtomic writes path through write so that path only ever holds
+// a finished file: the bytes go to a temporary file in the same directory,
+// which is flushed, fsynced and renamed over path, and the directory is
+// fsynced so the rename survives a crash. When write (or any step) fails,
+// the temporary file is removed and path is left as it was — a finished
+// report is never replaced by a partial one.
+func WriteFileAtomic(path string, write func(w io.Writer) error) error {
+	af, err := createAtomic(path)
+	if err != nil {
+		return err
+	}
+	if err := write(af.w); err != nil {
+		af.abort()
+		return err
+	}
+	return af.commit()
+}
+
+// atomicFile is a file being written under a temporary name.
+type atomicFile struct {
+	path string
+	f    *os.File
+	w    *bufio.Writer
+}
+
+func createAtomic(path string) (*atomicFile, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return &atomicFile{path: path, f: f, w: bufio.NewWriterSize(f, 256<<10)}, nil
+}
+
+func (a *atomicFile) abort() {
+	a.f.Close()
+	os.Remove(a.f.Name())
+}
+
+func (a *atomicFile) commit() error {
+	err := a.w.Flush()
+	if err == nil {
+		err = a.f.Chmod(0o640)
+	}
+	if err == nil {
+		err = a.f.Sync()
+	}
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(a.f.Name(), a.path)
+	}
+	if err != nil {
+		os.Remove(a.f.Name())
+		return fmt.Errorf("write %s: %w", a.path, err)
+	}
+	if err := syncDir(filepath.Dir(a.path)); err != nil {
+		return fmt.Errorf("write %s: %w", a.path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// SummaryPath is where a CSV report written to path puts its
+// per-currency summary: "report.csv" → "report-summary.csv" (any other
+// name gets "-summary.csv" appended).
+func SummaryPath(path string) string {
+	return strings.TrimSuffix(path, ".csv") + "-summary.csv"
+}
+
+// WriteCSVFiles writes the CSV report of p to path (order lines) and
+// SummaryPath(path) (per-currency totals), each atomically.
+func (r *Reporter) WriteCSVFiles(ctx context.Context, path string, p Period) error {
+	lines, err := createAtomic(path)
+	if err != nil {
+		return err
+	}
+	sumPath := SummaryPath(path)
+	summary, err := createAtomic(sumPath)
+	if err != nil {
+		lines.abort()
+		return err
+	}
+	if err := r.WriteCSV(ctx, lines.w, summary.w, p); err != nil {
+		lines.abort()
+		summary.abort()
+		return err
+	}
+	if err := lines.commit(); err != nil {
+		summary.abort()
+		return err
+	}
+	return summary.commit()
+}
+
+// WriteFile writes the report of p in format to path atomically; a CSV
+// report also writes its summary file (see WriteCSVFiles).
+func (r *Reporter) WriteFile(ctx context.Context, path string, p Period, format string) error {
+	switch format {
+	case FormatCSV:
+		return r.WriteCSVFiles(ctx, path, p)
+	case FormatJSON, FormatHTML:
+		base := strings.TrimSuffix(filepath.Base(path), "."+format)
+		opts := WriteOptions{CSVHref: base + "." + FormatCSV}
+		return WriteFileAtomic(path, func(w io.Writer) error { return r.Write(ctx, w, p, format, opts) })
+	default:
+		return fmt.Errorf("report format %q is not one of %s", format, strings.Join(Formats, ", "))
+	}
+}
+
+// WriteAll writes the report of p in every format into dir, under
+// p.FileName, creating dir if needed. It returns the paths written (the
+// CSV summary included), and carries on past a failed format, returning
+// the errors joined.
+func (r *Reporter) WriteAll(ctx context.Context, dir string, p Period) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("reports dir: %w", err)
+	}
+	var (
+		paths []string
+		errs  []error
+	)
+	for _, f := range Formats {
+		path := filepath.Join(dir, p.FileName(f))
+		if err := r.WriteFile(ctx, path, p, f); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		paths = append(paths, path)
+		if f == FormatCSV {
+			paths = append(paths, SummaryPath(path))
+		}
+	}
+	return paths, errors.Join(errs...)
+}
+
+// DailyJob returns the scheduled report job: each run writes the previous
+// UTC day's report (by the reporter's clock) in every format into dir.
+// Register it with Reconciler.AddJob under JobReport with
+// Schedules.Report, so each run is recorded like the reconcile jobs.
+func (r *Reporter) DailyJob(dir string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		p := Day(r.now().UTC().Add(-24 * time.Hour))
+		start := time.Now()
+		paths, err := r.WriteAll(ctx, dir, p)
+		if err != nil {
+			return fmt.Errorf("report %s: %w", p, err)
+		}
+		r.log.Info("report written", "period", p.String(), "files", paths, "elapsed", time.Since(start))
+		return nil
+	}
+}

@@ -1,0 +1,565 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"orderd/provider"
+)
+
+// This file holds the queries of the finance report and the dashboard.
+// Report queries run inside one read-only transaction (ReportTx), so every
+// part of a report — its totals pass, its lines pass, its findings and its
+// balances — sees the same snapshot of the database even while the daemon
+// keeps writing. Rows are handed to a callback one at a time and never
+// collected, so a period of any size streams.
+
+// Report line memberships: why an order is a line of a period's report.
+const (
+	// ReportFinal: the order reached its final status in the period (its
+	// completed_at lies in [from, to)).
+	ReportFinal = "final"
+	// ReportOpen: the order was created in the period and was not final
+	// by its end.
+	ReportOpen = "open"
+	// ReportRefund: the order became final before the period but a refund
+	// of it may have completed in the period; the caller checks the
+	// refund transactions' completedAt and drops the line when none did.
+	ReportRefund = "refund"
+)
+
+// ReportTx is a consistent read-only view of the store for one report.
+// Close releases it; it must be closed, since an open read transaction
+// keeps the WAL from being checkpointed past it.
+type ReportTx struct {
+	tx *sql.Tx
+}
+
+// BeginReport starts a read-only transaction for a report.
+func (s *Store) BeginReport(ctx context.Context) (*ReportTx, error) {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("begin report: %w", err)
+	}
+	return &ReportTx{tx: tx}, nil
+}
+
+// Close ends the report's transaction.
+func (r *ReportTx) Close() error {
+	if err := r.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("end report: %w", err)
+	}
+	return nil
+}
+
+// ReportOrder is one order of a report period, as the store knows it. The
+// value passed to the callback of Orders, Raw included, is only valid
+// during the call.
+type ReportOrder struct {
+	// RowID is the store's integer id; lines come in this order.
+	RowID           int64
+	ProviderID      string
+	MerchantOrderID string
+	Type            provider.OrderType
+	// Membership is ReportFinal, ReportOpen or ReportRefund.
+	Membership string
+	// Status is the status at the end of the period: the current status
+	// for final and refund lines; for open lines the current status when
+	// it is still not final, else the last non-final status orderd had
+	// observed before the period ended ("processing" when it had observed
+	// none).
+	Status provider.Status
+	// CreatedAt is the provider's createdAt, else when orderd first saw
+	// the order.
+	CreatedAt time.Time
+	// CompletedAt is when the order reached its final status; zero for
+	// open lines.
+	CompletedAt time.Time
+	// LearnedVia is how orderd learned the state the line reports: for
+	// final lines the first state with the final status; for open lines
+	// the state at the end of the period; for refund lines the current
+	// state.
+	LearnedVia Source
+	// OpenFindings lists the kinds of the findings open now whose key is
+	// the order's id or merchantOrderId, sorted, without repeats.
+	OpenFindings []string
+	// Raw is the order's current state as the provider wrote it.
+	Raw []byte
+}
+
+// reportOrdersQuery selects the orders of [from, to) in one pass over the
+// orders table in row id order, so lines stream without a sort. The
+// three memberships are told apart by completed_at, which is set once,
+// when an order becomes final, and is NULL before:
+//
+//   - final:  completed_at in [from, to);
+//   - open:   created in [from, to) and completed_at NULL or >= to;
+//   - refund: completed_at < from, a completed payin changed since
+//     refundSince (a refund completing changes the order's state, so an
+//     order unchanged since then cannot have one in the period).
+//
+// Open findings are aggregated once per key and joined by the order's id
+// and by its merchantOrderId (findings about creations and quarantined
+// bodies are keyed by the latter).
+const reportOrdersQuery = `
+WITH open_findings AS MATERIALIZED (
+	SELECT subject_key, group_concat(kind, ' ') AS kinds
+	FROM (SELECT DISTINCT subject_key, kind FROM findings WHERE resolved_at IS NULL ORDER BY subject_key, kind)
+	GROUP BY subject_key
+)
+SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
+	CASE
+		WHEN o.completed_at >= :from AND o.completed_at < :to THEN 'final'
+		WHEN o.completed_at IS NULL OR o.completed_at >= :to THEN 'open'
+		ELSE 'refund'
+	END AS membership,
+	o.status, coalesce(o.created_at, o.first_seen_at), o.completed_at, o.learned_via,
+	CASE
+		WHEN o.completed_at >= :from AND o.completed_at < :to THEN
+			(SELECT h.source FROM order_history h
+			 WHERE h.order_id = o.id AND h.status = o.status AND h.outcome IN ('new', 'changed')
+			 ORDER BY h.id LIMIT 1)
+		WHEN o.completed_at >= :to THEN
+			(SELECT h.status || char(31) || h.source FROM order_history h
+			 WHERE h.order_id = o.id AND h.outcome IN ('new', 'changed') AND h.observed_at < :to
+			   AND h.status NOT IN ('completed', 'rejected')
+			 ORDER BY h.id DESC LIMIT 1)
+	END AS period_state,
+	coalesce(fp.kinds, '') AS findings_by_id, coalesce(fm.kinds, '') AS findings_by_mid,
+	coalesce(hs.raw, d.raw) AS raw
+FROM orders o
+LEFT JOIN order_history hs ON hs.id = o.state_id
+LEFT JOIN deliveries d ON d.id = hs.delivery_id
+LEFT JOIN open_findings fp ON fp.subject_key = o.provider_id
+LEFT JOIN open_findings fm ON fm.subject_key = o.merchant_order_id
+WHERE (o.completed_at >= :from AND o.completed_at < :to)
+   OR (coalesce(o.created_at, o.first_seen_at) >= :from AND coalesce(o.created_at, o.first_seen_at) < :to
+       AND (o.completed_at IS NULL OR o.completed_at >= :to))
+   OR (o.completed_at < :from AND o.updated_at >= :refund_since AND o.type = 'payin' AND o.status = 'completed')
+ORDER BY o.id`
+
+// Orders calls fn with every order of the period [from, to) in row id
+// order (see ReportOrder for what each line holds). Refund candidates are
+// the completed payins that became final before from and changed at or
+// after refundSince. An error from fn stops the iteration and is returned.
+func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, fn func(*ReportOrder) error) error {
+	rows, err := r.tx.QueryContext(ctx, reportOrdersQuery,
+		sql.Named("from", from.UnixMilli()), sql.Named("to", to.UnixMilli()),
+		sql.Named("refund_since", refundSince.UnixMilli()))
+	if err != nil {
+		return fmt.Errorf("report orders: %w", err)
+	}
+	defer rows.Close()
+	var (
+		o                    ReportOrder
+		created              int64
+		completed            sql.NullInt64
+		current, learned     string
+		periodState          sql.NullString
+		byID, byMID          string
+		raw                  sql.RawBytes
+		findingKinds         []string
+		status, typ, members string
+	)
+	for rows.Next() {
+		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
+			&completed, &learned, &periodState, &byID, &byMID, &raw); err != nil {
+			return fmt.Errorf("report orders: %w", err)
+		}
+		o.Type, o.Membership, status = provider.OrderType(typ), members, current
+		o.CreatedAt = unixMilliUTC(created)
+		o.CompletedAt = time.Time{}
+		o.LearnedVia = Source(learned)
+		switch members {
+		case ReportFinal:
+			o.CompletedAt = unixMilliUTC(completed.Int64)
+			if periodState.Valid {
+				o.LearnedVia = Source(periodState.String)
+			}
+		case ReportRefund:
+			o.CompletedAt = unixMilliUTC(completed.Int64)
+		case ReportOpen:
+			if completed.Valid {
+				// Final now, but not by the end of the period: report the
+				// state it was in then.
+				status, o.LearnedVia = string(provider.StatusProcessing), ""
+				if st, src, ok := strings.Cut(periodState.String, "\x1f"); ok {
+					status, o.LearnedVia = st, Source(src)
+				}
+			}
+		}
+		o.Status = provider.Status(status)
+		findingKinds = findingKinds[:0]
+		findingKinds = appendKinds(findingKinds, byID)
+		findingKinds = appendKinds(findingKinds, byMID)
+		o.OpenFindings = findingKinds
+		o.Raw = raw
+		if err := fn(&o); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report orders: %w", err)
+	}
+	return nil
+}
+
+// appendKinds merges the space-separated sorted kinds of s into the
+// sorted list dst, without repeats.
+func appendKinds(dst []string, s string) []string {
+	if s == "" {
+		return dst
+	}
+	for k := range strings.FieldsSeq(s) {
+		i := 0
+		for i < len(dst) && dst[i] < k {
+			i++
+		}
+		if i < len(dst) && dst[i] == k {
+			continue
+		}
+		dst = append(dst, "")
+		copy(dst[i+1:], dst[i:])
+		dst[i] = k
+	}
+	return dst
+}
+
+// Findings calls fn with every finding that was open at some time in
+// [from, to): found before to and not resolved before from, in id order.
+// State and ResolvedAt say how each stands now.
+func (r *ReportTx) Findings(ctx context.Context, from, to time.Time, fn func(Finding) error) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id, kind, subject_key, detail, found_at, resolved_at
+		FROM findings WHERE found_at < ? AND (resolved_at IS NULL OR resolved_at >= ?)
+		ORDER BY id`, to.UnixMilli(), from.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("report findings: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			f        Finding
+			detail   string
+			foundAt  int64
+			resolved sql.NullInt64
+		)
+		if err := rows.Scan(&f.ID, &f.Kind, &f.Key, &detail, &foundAt, &resolved); err != nil {
+			return fmt.Errorf("report findings: %w", err)
+		}
+		f.Detail = jsonOrNull([]byte(detail))
+		f.FoundAt = unixMilliUTC(foundAt)
+		f.State = "open"
+		if resolved.Valid {
+			at := unixMilliUTC(resolved.Int64)
+			f.ResolvedAt, f.State = &at, "resolved"
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report findings: %w", err)
+	}
+	return nil
+}
+
+// Runs calls fn with every reconcile run started in [from, to), oldest
+// first.
+func (r *ReportTx) Runs(ctx context.Context, from, to time.Time, fn func(ReconcileRun) error) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id, job, started_at, finished_at, counts, error
+		FROM reconcile_runs WHERE started_at >= ? AND started_at < ? ORDER BY started_at, id`,
+		from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("report runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			run      ReconcileRun
+			started  int64
+			finished sql.NullInt64
+			counts   string
+		)
+		if err := rows.Scan(&run.ID, &run.Job, &started, &finished, &counts, &run.Error); err != nil {
+			return fmt.Errorf("report runs: %w", err)
+		}
+		run.StartedAt = unixMilliUTC(started)
+		if finished.Valid {
+			run.FinishedAt = unixMilliUTC(finished.Int64)
+		}
+		if err := json.Unmarshal([]byte(counts), &run.Counts); err != nil {
+			return fmt.Errorf("report run %d: counts: %w", run.ID, err)
+		}
+		if err := fn(run); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report runs: %w", err)
+	}
+	return nil
+}
+
+// BalanceCurrencies returns the currencies with a balance snapshot taken
+// before to, sorted.
+func (r *ReportTx) BalanceCurrencies(ctx context.Context, to time.Time) ([]string, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT DISTINCT currency FROM balance_snapshots WHERE taken_at < ? ORDER BY currency`,
+		to.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("report balance currencies: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, fmt.Errorf("report balance currencies: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// LatestSnapshot returns the newest snapshot of currency taken before
+// before; ok is false when there is none.
+func (r *ReportTx) LatestSnapshot(ctx context.Context, currency string, before time.Time) (snap BalanceSnapshot, ok bool, err error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT id, currency, amount, taken_at FROM balance_snapshots
+		WHERE currency = ? AND taken_at < ? ORDER BY taken_at DESC, id DESC LIMIT 1`,
+		strings.ToLower(currency), before.UnixMilli())
+	return scanOptionalSnapshot(row)
+}
+
+// FirstSnapshot returns the oldest snapshot of currency taken at or after
+// from and before to; ok is false when there is none.
+func (r *ReportTx) FirstSnapshot(ctx context.Context, currency string, from, to time.Time) (snap BalanceSnapshot, ok bool, err error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT id, currency, amount, taken_at FROM balance_snapshots
+		WHERE currency = ? AND taken_at >= ? AND taken_at < ? ORDER BY taken_at, id LIMIT 1`,
+		strings.ToLower(currency), from.UnixMilli(), to.UnixMilli())
+	return scanOptionalSnapshot(row)
+}
+
+func scanOptionalSnapshot(row *sql.Row) (BalanceSnapshot, bool, error) {
+	snap, err := scanSnapshot(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return BalanceSnapshot{}, false, nil
+	}
+	if err != nil {
+		return BalanceSnapshot{}, false, err
+	}
+	return snap, true, nil
+}
+
+// Snapshots calls fn with the snapshots of currency taken in [from, to),
+// oldest first.
+func (r *ReportTx) Snapshots(ctx context.Context, currency string, from, to time.Time, fn func(BalanceSnapshot) error) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id, currency, amount, taken_at FROM balance_snapshots
+		WHERE currency = ? AND taken_at >= ? AND taken_at < ? ORDER BY taken_at, id`,
+		strings.ToLower(currency), from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("report snapshots: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		snap, err := scanSnapshot(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(snap); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report snapshots: %w", err)
+	}
+	return nil
+}
+
+// Drifts calls fn with the balance comparisons of currency whose closing
+// snapshot was taken in [from, to), oldest first. Detail is left empty:
+// reports read the sums, and a detail may list many orders.
+func (r *ReportTx) Drifts(ctx context.Context, currency string, from, to time.Time, fn func(BalanceDrift) error) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id, currency, opening_id, closing_id, opening_at, closing_at,
+			opening, closing, actual, expected, drift, explained, unexplained, tolerance, within_tolerance,
+			coalesce(run_id, 0), computed_at
+		FROM balance_drifts WHERE currency = ? AND closing_at >= ? AND closing_at < ?
+		ORDER BY closing_at, id`, strings.ToLower(currency), from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("report drifts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			d                                                                  BalanceDrift
+			openAt, closeAt, computed                                          int64
+			opening, closing, actual, expected, drift, expl, unexpl, tolerance string
+		)
+		if err := rows.Scan(&d.ID, &d.Currency, &d.Opening.ID, &d.Closing.ID, &openAt, &closeAt, &opening, &closing,
+			&actual, &expected, &drift, &expl, &unexpl, &tolerance, &d.WithinTolerance, &d.RunID, &computed); err != nil {
+			return fmt.Errorf("report drifts: %w", err)
+		}
+		d.Opening.Currency, d.Closing.Currency = d.Currency, d.Currency
+		d.Opening.TakenAt, d.Closing.TakenAt, d.ComputedAt = unixMilliUTC(openAt), unixMilliUTC(closeAt), unixMilliUTC(computed)
+		for _, f := range []struct {
+			dst *decimal.Decimal
+			s   string
+		}{{&d.Opening.Amount, opening}, {&d.Closing.Amount, closing}, {&d.Actual, actual}, {&d.Expected, expected},
+			{&d.Drift, drift}, {&d.Explained, expl}, {&d.Unexplained, unexpl}, {&d.Tolerance, tolerance}} {
+			v, err := provider.ParseAmount(f.s)
+			if err != nil {
+				return fmt.Errorf("balance drift %d: %w", d.ID, err)
+			}
+			*f.dst = v
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report drifts: %w", err)
+	}
+	return nil
+}
+
+// Activity counts what arrived in a recent window, for the dashboard.
+type Activity struct {
+	// Webhooks is the number of distinct authenticated webhook bodies
+	// first received in the window (a byte-identical repeat is not
+	// counted again).
+	Webhooks int64
+	// Events is the number of events queued in the outbox in the window.
+	Events int64
+}
+
+// Activity counts the webhooks and events of the window [since, now).
+// Rows are found by their integer keys, which grow with time, so the
+// count costs a binary search and a range count rather than a scan of
+// the table; a row committed slightly out of time order may be counted
+// on the wrong side of since, which a rate display can bear.
+func (s *Store) Activity(ctx context.Context, since time.Time) (Activity, error) {
+	var a Activity
+	var err error
+	if a.Webhooks, err = s.countSince(ctx, "deliveries", "id", "first_received_at", since); err != nil {
+		return Activity{}, fmt.Errorf("activity: webhooks: %w", err)
+	}
+	if a.Events, err = s.countSince(ctx, "outbox", "seq", "created_at", since); err != nil {
+		return Activity{}, fmt.Errorf("activity: events: %w", err)
+	}
+	return a, nil
+}
+
+// countSince counts the rows of table whose timeCol is at or after since,
+// assuming timeCol grows with the integer key. table, key and timeCol are
+// constants of this package, never input.
+func (s *Store) countSince(ctx context.Context, table, key, timeCol string, since time.Time) (int64, error) {
+	var lo, hi sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT min(`+key+`), max(`+key+`) FROM `+table).Scan(&lo, &hi); err != nil {
+		return 0, err
+	}
+	if !lo.Valid {
+		return 0, nil
+	}
+	at := since.UnixMilli()
+	// timeAt returns the key and time of the first row at or after k.
+	timeAt := func(k int64) (int64, int64, error) {
+		var id, t int64
+		err := s.rdb.QueryRowContext(ctx, `SELECT `+key+`, `+timeCol+` FROM `+table+` WHERE `+key+` >= ? ORDER BY `+key+` LIMIT 1`, k).Scan(&id, &t)
+		return id, t, err
+	}
+	_, last, err := timeAt(hi.Int64)
+	if err != nil {
+		return 0, err
+	}
+	if last < at {
+		return 0, nil
+	}
+	// Find the first key whose row is at or after since.
+	l, h := lo.Int64, hi.Int64
+	for l < h {
+		mid := l + (h-l)/2
+		id, t, err := timeAt(mid)
+		if err != nil {
+			return 0, err
+		}
+		if t >= at {
+			h = mid // no row lies in [mid, id), so mid counts from the same row
+		} else {
+			l = id + 1
+		}
+	}
+	var n int64
+	err = s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE `+key+` >= ?`, l).Scan(&n)
+	return n, err
+}
+
+// RecentOrders returns, when query is empty, the limit orders orderd saw
+// last (newest first); otherwise the order whose provider id is query, if
+// any, followed by the orders whose merchantOrderId starts with query, by
+// merchantOrderId. Each walks an index and stops at limit, whatever the
+// size of the table.
+func (s *Store) RecentOrders(ctx context.Context, query string, limit int) ([]OrderSummary, error) {
+	limit = pageLimit(limit)
+	const cols = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.learned_via,
+		o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw FROM orders_current o `
+	if query == "" {
+		return s.orderSummaries(ctx, cols+`ORDER BY o.id DESC LIMIT ?`, limit)
+	}
+	out, err := s.orderSummaries(ctx, cols+`WHERE o.provider_id = ?`, query)
+	if err != nil {
+		return nil, err
+	}
+	// Every UTF-8 string that starts with query sorts below query followed
+	// by the byte 0xff, which no UTF-8 text contains.
+	byMID, err := s.orderSummaries(ctx, cols+`WHERE o.merchant_order_id >= ? AND o.merchant_order_id < ?
+		ORDER BY o.merchant_order_id LIMIT ?`, query, query+"\xff", limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range byMID {
+		if len(out) == limit {
+			break
+		}
+		if len(out) > 0 && out[0].RowID == o.RowID {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (s *Store) orderSummaries(ctx context.Context, query string, args ...any) ([]OrderSummary, error) {
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("recent orders: %w", err)
+	}
+	defer rows.Close()
+	var out []OrderSummary
+	for rows.Next() {
+		var (
+			o                    OrderSummary
+			created, completed   sql.NullInt64
+			firstSeen, updatedAt int64
+			raw                  []byte
+		)
+		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &o.Type, &o.Status, &o.LearnedVia,
+			&created, &firstSeen, &updatedAt, &completed, &raw); err != nil {
+			return nil, fmt.Errorf("recent orders: %w", err)
+		}
+		o.CreatedAt = msTime(created)
+		o.FirstSeenAt = unixMilliUTC(firstSeen)
+		o.UpdatedAt = unixMilliUTC(updatedAt)
+		o.CompletedAt = msTime(completed)
+		o.Order = jsonOrNull(compactJSON(raw))
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recent orders: %w", err)
+	}
+	return out, nil
+}
