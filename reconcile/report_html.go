@@ -101,6 +101,8 @@ type htmlCurrency struct {
 	Comparisons, OutOfTolerance                     int
 	Chart                                           *chart
 	ByStatus                                        map[string]int
+	// Bad: a balance check in the period left drift beyond tolerance.
+	Bad bool
 }
 
 // WriteHTML writes the report of p as one self-contained HTML page: no
@@ -193,6 +195,7 @@ var errStop = errors.New("stop")
 
 func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 	h := htmlCurrency{
+		Actual: "—", Expected: "—", Drift: "—", Explained: "—", Unexplained: "—",
 		Currency: c.Currency, Orders: c.Orders, Completed: c.ByStatus[string(provider.StatusCompleted)],
 		Rejected: c.ByStatus[string(provider.StatusRejected)], Open: c.Open, ByStatus: c.ByStatus,
 		Payins: c.Payins, Payouts: c.Payouts, Refunds: c.Refunds,
@@ -214,7 +217,7 @@ func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 	h.End, h.EndAt = c.Format(b.End.Amount), b.End.TakenAt.Format("2006-01-02 15:04:05")
 	h.Actual, h.Expected, h.Drift = c.Format(b.Actual), opt(b.Expected), opt(b.Drift)
 	h.Explained, h.Unexplained = opt(b.Explained), opt(b.Unexplained)
-	h.Comparisons, h.OutOfTolerance = b.Comparisons, b.OutOfTolerance
+	h.Comparisons, h.OutOfTolerance, h.Bad = b.Comparisons, b.OutOfTolerance, b.OutOfTolerance > 0
 	h.Chart = newChart(c, b, p)
 	return h
 }
@@ -291,7 +294,13 @@ func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 		dMin = decimal.Min(dMin, d.Drift, d.Unexplained)
 		dMax = decimal.Max(dMax, d.Drift, d.Unexplained)
 	}
-	ch.DriftMin, ch.DriftMax = c.Format(dMin), c.Format(dMax)
+	// The zero line is labelled; the ends only when they are not zero.
+	if !dMin.IsZero() {
+		ch.DriftMin = c.Format(dMin)
+	}
+	if !dMax.IsZero() {
+		ch.DriftMax = c.Format(dMax)
+	}
 	ch.ZeroY = scaleY(decimal.Zero, dMin, dMax, driftTop, driftBottom)
 	ch.NoDrift = len(b.Drifts) == 0
 	var dp, up []string

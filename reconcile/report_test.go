@@ -2,9 +2,20 @@ package reconcile_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"orderd/reconcile"
+	"orderd/store"
 )
 
 func TestReporter_Write_golden(t *testing.T) {
@@ -21,5 +32,511 @@ func TestReporter_Write_golden(t *testing.T) {
 			}
 			golden(t, "report-2026-11-01."+tc.format, buf.Bytes())
 		})
+	}
+}
+
+// TestReporter_WriteCSVFiles checks the two-file form: the lines file and
+// the summary file hold exactly the two sections of the one-stream form.
+func TestReporter_WriteCSVFiles(t *testing.T) {
+	e := reportEnv(t)
+	r := e.reporter()
+	var one bytes.Buffer
+	if err := r.WriteCSV(t.Context(), &one, nil, reportDay); err != nil {
+		t.Fatal(err)
+	}
+	linesPart, summaryPart, ok := bytes.Cut(one.Bytes(), []byte("\r\n\r\n"))
+	if !ok {
+		t.Fatalf("one-stream CSV has no empty line between its sections:\n%s", one.Bytes())
+	}
+	path := filepath.Join(t.TempDir(), "day.csv")
+	if err := r.WriteCSVFiles(t.Context(), path, reportDay); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := os.ReadFile(filepath.Join(filepath.Dir(path), "day-summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(linesPart, "\r\n"...); !bytes.Equal(lines, want) {
+		t.Errorf("lines file:\n%s\nwant:\n%s", lines, want)
+	}
+	if !bytes.Equal(summary, summaryPart) {
+		t.Errorf("summary file:\n%s\nwant:\n%s", summary, summaryPart)
+	}
+	// Each file is plain RFC 4180 that a strict reader takes whole.
+	for name, b := range map[string][]byte{"lines": lines, "summary": summary} {
+		recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+		if err != nil {
+			t.Errorf("%s file does not parse as CSV: %v", name, err)
+		}
+		if len(recs) < 2 {
+			t.Errorf("%s file has %d records, want a header and rows", name, len(recs))
+		}
+	}
+}
+
+// reportJSON is the JSON report as a consumer reads it.
+type reportJSON struct {
+	Period struct {
+		From, To, GeneratedAt, Timezone string
+	}
+	Currencies []struct {
+		Currency string
+		Orders   struct {
+			Total, Completed, Rejected, Open int
+			ByStatus                         map[string]int
+		}
+		Payins struct {
+			Count                              int
+			GrossAuthorized, MerchantNet, Fees string
+		}
+		Payouts struct {
+			Count        int
+			Amount, Fees string
+		}
+		Refunds struct {
+			Count  int
+			Amount string
+		}
+		Fees    string
+		Balance *struct {
+			Start, End                                                struct{ Amount, At string }
+			ActualMovement                                            string
+			ExpectedMovement, Drift, DriftExplained, DriftUnexplained *string
+			Comparisons, ComparisonsOutOfTolerance                    int
+		}
+	}
+	Orders []struct {
+		ID, MerchantOrderID, Type, Status, Membership string
+		CreatedAt, CompletedAt                        *string
+		Authorized, Merchant, Fee                     *struct{ Amount, Currency string }
+		Refunded                                      []struct {
+			Amount, Currency string
+			Count            int
+		}
+		LearnedVia   string
+		OpenFindings []string
+	}
+	Findings []struct {
+		ID                  int64
+		Kind, Key, State    string
+		FoundAt, ResolvedAt *string
+		Summary             string
+		Detail              json.RawMessage
+	}
+	Runs []struct {
+		ID         int64
+		Job, Error string
+	}
+}
+
+func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(t.Context(), &buf, p); err != nil {
+		t.Fatal(err)
+	}
+	var rep reportJSON
+	dec := json.NewDecoder(&buf)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("report is not the documented JSON shape: %v\n%s", err, buf.Bytes())
+	}
+	return rep
+}
+
+// TestReporter_periodMembership checks which period each order is a line
+// of: the one where it reached its final status; the one where it was
+// created while it is not final by that period's end; and the one where a
+// refund of it completed.
+func TestReporter_periodMembership(t *testing.T) {
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}})
+	day := func(d int) reconcile.Period {
+		return reconcile.Day(time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC))
+	}
+	mk := func(id, mid, created string) rOrder {
+		return rOrder{id: id, mid: mid, typ: "payin", status: "processing", created: created, amount: "10.00", net: "9.70", ccy: "brl"}
+	}
+	// Created on day 1, completed at exactly midnight, the first instant
+	// of day 2: open on day 1, final on day 2.
+	edge := mk("o-edge", "m-edge", "2026-11-01T23:59:00Z")
+	e.at("2026-11-01T23:59:01Z")
+	e.observe(edge, store.SourceWebhook)
+	edge.status, edge.completed = "completed", "2026-11-02T00:00:00Z"
+	e.at("2026-11-02T00:00:02Z")
+	e.observe(edge, store.SourceWebhook)
+
+	// Created day 1, completed day 3: open on day 1, absent on day 2,
+	// final on day 3.
+	slow := mk("o-slow", "m-slow", "2026-11-01T10:00:00Z")
+	e.at("2026-11-01T10:00:01Z")
+	e.observe(slow, store.SourceGateway)
+	slow.status, slow.completed = "completed", "2026-11-03T09:00:00Z"
+	e.at("2026-11-03T09:00:01Z")
+	e.observe(slow, store.SourcePoll)
+
+	// Created day 2 and never final: open on day 2 only.
+	hang := mk("o-hang", "m-hang", "2026-11-02T05:00:00Z")
+	e.at("2026-11-02T05:00:01Z")
+	e.observe(hang, store.SourceWebhook)
+
+	// Learned late: completed on day 1 by the provider's clock, but
+	// orderd first heard of it on day 3. It is a line of day 1.
+	late := mk("o-late", "m-late", "2026-11-01T08:00:00Z")
+	late.status, late.completed = "completed", "2026-11-01T08:05:00Z"
+	e.at("2026-11-03T11:00:00Z")
+	e.observe(late, store.SourcePoll)
+
+	// Final on day 1, refunded on day 3 (a refund line there), and a
+	// refund rejected on day 3 too: no line for that one.
+	ref := mk("o-ref", "m-ref", "2026-11-01T07:00:00Z")
+	ref.status, ref.completed = "completed", "2026-11-01T07:10:00Z"
+	e.at("2026-11-01T07:10:01Z")
+	e.observe(ref, store.SourceWebhook)
+	ref.refunds = []rRefund{
+		{id: "rf-1", status: "completed", amount: "4.00", created: "2026-11-03T06:00:00Z", completed: "2026-11-03T06:30:00Z"},
+		{id: "rf-2", status: "rejected", amount: "6.00", created: "2026-11-03T06:00:00Z"},
+	}
+	e.at("2026-11-03T06:30:05Z")
+	e.observe(ref, store.SourcePoll)
+
+	r := e.reporter()
+	type want struct{ membership, status, learnedVia string }
+	for _, tc := range []struct {
+		name   string
+		period reconcile.Period
+		want   map[string]want
+	}{
+		{"day 1", day(1), map[string]want{
+			"m-edge": {"open", "processing", "webhook"},
+			"m-slow": {"open", "processing", "gateway"},
+			"m-late": {"final", "completed", "poll"},
+			"m-ref":  {"final", "completed", "webhook"},
+		}},
+		{"day 2", day(2), map[string]want{
+			"m-edge": {"final", "completed", "webhook"},
+			"m-hang": {"open", "processing", "webhook"},
+		}},
+		{"day 3", day(3), map[string]want{
+			"m-slow": {"final", "completed", "poll"},
+			"m-ref":  {"refund", "completed", "poll"},
+		}},
+		{"days 1 to 3", reconcile.Period{From: day(1).From, To: day(3).To}, map[string]want{
+			"m-edge": {"final", "completed", "webhook"},
+			"m-slow": {"final", "completed", "poll"},
+			"m-hang": {"open", "processing", "webhook"},
+			"m-late": {"final", "completed", "poll"},
+			"m-ref":  {"final", "completed", "webhook"},
+		}},
+		{"an RFC 3339 window ending at the edge", reconcile.Period{From: day(1).From.Add(23 * time.Hour), To: day(2).From}, map[string]want{
+			"m-edge": {"open", "processing", "webhook"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := readReport(t, r, tc.period)
+			got := map[string]want{}
+			for _, o := range rep.Orders {
+				if _, dup := got[o.MerchantOrderID]; dup {
+					t.Errorf("%s is listed twice", o.MerchantOrderID)
+				}
+				got[o.MerchantOrderID] = want{o.Membership, o.Status, o.LearnedVia}
+				if o.Membership == "open" && (o.CompletedAt != nil || o.Merchant != nil || o.Fee != nil) {
+					t.Errorf("open line %s shows completion figures: %+v", o.MerchantOrderID, o)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("lines %v, want %v", got, tc.want)
+			}
+			for mid, w := range tc.want {
+				if got[mid] != w {
+					t.Errorf("%s: got %+v, want %+v", mid, got[mid], w)
+				}
+			}
+		})
+	}
+
+	t.Run("a refund counts in the period it completed", func(t *testing.T) {
+		for _, tc := range []struct {
+			period      reconcile.Period
+			count       int
+			amount      string
+			lineRefunds string
+		}{
+			{day(1), 0, "0.00", ""},
+			{day(3), 1, "4.00", "4.00"},
+			{reconcile.Period{From: day(1).From, To: day(3).To}, 1, "4.00", "4.00"},
+		} {
+			rep := readReport(t, r, tc.period)
+			if len(rep.Currencies) != 1 || rep.Currencies[0].Refunds.Count != tc.count || rep.Currencies[0].Refunds.Amount != tc.amount {
+				t.Errorf("%v: refunds %+v, want %d of %s", tc.period, rep.Currencies, tc.count, tc.amount)
+			}
+			for _, o := range rep.Orders {
+				if o.MerchantOrderID != "m-ref" {
+					continue
+				}
+				got := ""
+				if len(o.Refunded) > 0 {
+					got = o.Refunded[0].Amount
+				}
+				if got != tc.lineRefunds {
+					t.Errorf("%v: m-ref refunded %q, want %q", tc.period, got, tc.lineRefunds)
+				}
+			}
+		}
+	})
+}
+
+// TestReporter_decimalExactness sums amounts that float64 cannot hold
+// exactly and checks every total to the last digit, in the provider's
+// scale.
+func TestReporter_decimalExactness(t *testing.T) {
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC)}})
+	for i, a := range []struct{ amount, net string }{
+		{"12345678901234567.89", "12345678901234567.79"},
+		{"0.10", "0.07"},
+		{"0.20", "0.13"},
+		{"1.005", "1.000"},
+	} {
+		o := rOrder{id: "o-" + a.amount, mid: "m-" + a.amount, typ: "payin", status: "completed", created: "2026-11-01T01:00:00Z",
+			amount: a.amount, net: a.net, ccy: "brl", completed: "2026-11-01T02:00:00Z"}
+		e.at("2026-11-01T02:00:0" + string(rune('1'+i)) + "Z")
+		e.observe(o, store.SourceWebhook)
+	}
+	rep := readReport(t, e.reporter(), reconcile.Day(e.clock.Now()))
+	if len(rep.Currencies) != 1 {
+		t.Fatalf("currencies: %+v", rep.Currencies)
+	}
+	p := rep.Currencies[0].Payins
+	// As float64, 12345678901234567.89 + 0.10 + 0.20 + 1.005 is
+	// 12345678901234570 (and 0.10 + 0.20 is 0.30000000000000004).
+	if p.GrossAuthorized != "12345678901234569.195" || p.MerchantNet != "12345678901234568.990" || p.Fees != "0.205" {
+		t.Errorf("payins %+v, want gross 12345678901234569.195, net 12345678901234568.990, fees 0.205", p)
+	}
+	fees := map[string]string{}
+	for _, o := range rep.Orders {
+		fees[o.Authorized.Amount] = o.Fee.Amount
+		if o.Merchant == nil {
+			t.Fatalf("%s has no merchant amount", o.MerchantOrderID)
+		}
+	}
+	for amount, want := range map[string]string{"12345678901234567.89": "0.10", "0.10": "0.03", "0.20": "0.07", "1.005": "0.005"} {
+		if fees[amount] != want {
+			t.Errorf("fee of %s: %q, want %q (amounts as written: %v)", amount, fees[amount], want, fees)
+		}
+	}
+}
+
+func TestParsePeriod(t *testing.T) {
+	utc := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UTC()
+	}
+	for _, tc := range []struct {
+		name, from, to string
+		want           reconcile.Period
+		param          string
+		fileName       string
+	}{
+		{name: "dates", from: "2026-11-01", to: "2026-11-02",
+			want:     reconcile.Period{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z")},
+			fileName: "orderd-reconciliation-2026-11-01-2026-11-02.csv"},
+		{name: "RFC 3339 times in another zone", from: "2026-11-01T10:00:00+02:00", to: "2026-11-01T12:30:00Z",
+			want:     reconcile.Period{From: utc("2026-11-01T08:00:00Z"), To: utc("2026-11-01T12:30:00Z")},
+			fileName: "orderd-reconciliation-20261101T080000Z-20261101T123000Z.csv"},
+		{name: "a date and a time", from: "2026-11-01", to: "2026-11-01T06:00:00Z",
+			want:     reconcile.Period{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-01T06:00:00Z")},
+			fileName: "orderd-reconciliation-2026-11-01-20261101T060000Z.csv"},
+		{name: "from missing", from: "", to: "2026-11-02", param: "from"},
+		{name: "to missing", from: "2026-11-01", to: "", param: "to"},
+		{name: "from not a date", from: "2026-13-01", to: "2026-11-02", param: "from"},
+		{name: "to not a time", from: "2026-11-01", to: "tomorrow", param: "to"},
+		{name: "empty period", from: "2026-11-01", to: "2026-11-01", param: "to"},
+		{name: "reversed period", from: "2026-11-02", to: "2026-11-01", param: "to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := reconcile.ParsePeriod(tc.from, tc.to)
+			if tc.param != "" {
+				var pe *reconcile.PeriodError
+				if !errors.As(err, &pe) || pe.Param != tc.param || !strings.HasPrefix(err.Error(), tc.param+" ") {
+					t.Fatalf("error %v (%T), want a PeriodError naming %q", err, err, tc.param)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.From.Equal(tc.want.From) || !p.To.Equal(tc.want.To) || p.From.Location() != time.UTC {
+				t.Errorf("period %v, want %v", p, tc.want)
+			}
+			if got := p.FileName("csv"); got != tc.fileName {
+				t.Errorf("file name %q, want %q", got, tc.fileName)
+			}
+		})
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	errBroken := errors.New("disk on fire")
+	for _, tc := range []struct {
+		name     string
+		existing string
+		write    func(w io.Writer) error
+		want     string
+		wantErr  error
+	}{
+		{name: "a finished write replaces the file", existing: "old report\n",
+			write: func(w io.Writer) error { _, err := io.WriteString(w, "new report\n"); return err },
+			want:  "new report\n"},
+		{name: "a failing writer leaves no file", existing: "",
+			write: func(w io.Writer) error {
+				_, _ = io.WriteString(w, strings.Repeat("partial line\n", 50000))
+				return errBroken
+			},
+			wantErr: errBroken},
+		{name: "a failing writer leaves the finished file as it was", existing: "finished report\n",
+			write: func(w io.Writer) error {
+				_, _ = io.WriteString(w, strings.Repeat("partial line\n", 50000))
+				return errBroken
+			},
+			want: "finished report\n", wantErr: errBroken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "report.csv")
+			if tc.existing != "" {
+				if err := os.WriteFile(path, []byte(tc.existing), 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := reconcile.WriteFileAtomic(path, tc.write)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			got, rerr := os.ReadFile(path)
+			switch {
+			case tc.want == "" && !errors.Is(rerr, os.ErrNotExist):
+				t.Errorf("file exists after a failed write: %q (%v)", got, rerr)
+			case tc.want != "" && string(got) != tc.want:
+				t.Errorf("file holds %q, want %q", got, tc.want)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, en := range entries {
+				if en.Name() != "report.csv" {
+					t.Errorf("left behind %s", en.Name())
+				}
+			}
+		})
+	}
+
+	t.Run("a report cut short by its context leaves no files", func(t *testing.T) {
+		e := reportEnv(t)
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		err := e.reporter().WriteCSVFiles(ctx, filepath.Join(dir, "r.csv"), reportDay)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v, want context.Canceled", err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("files left: %v", entries)
+		}
+	})
+}
+
+func TestReporter_DailyJob(t *testing.T) {
+	e := reportEnv(t) // its clock is 2026-11-02T01:00, when the job runs
+	r := e.reporter()
+	dir := filepath.Join(t.TempDir(), "reports")
+	job := r.DailyJob(dir)
+	for run := range 2 {
+		if err := job(t.Context()); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, en := range entries {
+			names = append(names, en.Name())
+		}
+		want := []string{
+			"orderd-reconciliation-2026-11-01-2026-11-02-summary.csv",
+			"orderd-reconciliation-2026-11-01-2026-11-02.csv",
+			"orderd-reconciliation-2026-11-01-2026-11-02.html",
+			"orderd-reconciliation-2026-11-01-2026-11-02.json",
+		}
+		if strings.Join(names, " ") != strings.Join(want, " ") {
+			t.Fatalf("run %d wrote %v, want %v", run, names, want)
+		}
+	}
+	for _, f := range []string{"csv", "json"} {
+		var buf bytes.Buffer
+		if err := r.Write(t.Context(), &buf, reportDay, f, reconcile.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "orderd-reconciliation-2026-11-01-2026-11-02."+f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "csv" {
+			want, _, _ := bytes.Cut(buf.Bytes(), []byte("\r\n\r\n"))
+			buf.Reset()
+			buf.Write(want)
+			buf.WriteString("\r\n")
+		}
+		if !bytes.Equal(got, buf.Bytes()) {
+			t.Errorf("%s file differs from the report of 2026-11-01:\n%s", f, got)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "orderd-reconciliation-2026-11-01-2026-11-02.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(html, []byte(`href="orderd-reconciliation-2026-11-01-2026-11-02.csv"`)) {
+		t.Errorf("the HTML file does not link its sibling CSV file")
+	}
+}
+
+func TestReporter_WriteHTML(t *testing.T) {
+	e := reportEnv(t)
+	var buf bytes.Buffer
+	r := reconcile.NewReporter(e.st, reconcile.ReportConfig{Now: e.clock.Now, HTMLMaxLines: 3})
+	if err := r.WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{CSVHref: "?from=2026-11-01&to=2026-11-02&format=csv"}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{
+		`<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-brl"`,
+		`<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-usd"`,
+		`<polyline class="balance" points="90.0,165.0 712.9,40.0"/>`,
+		`<table id="findings">`,
+		`<td>balance_drift</td><td>brl</td>`,
+		`5.00 brl unexplained of a drift of 5.00 (tolerance 0.00)`,
+		`<td>quarantined_webhook</td><td>m-garbled</td>`,
+		`<table id="orders">`,
+		`Showing the first 3 of 8 order lines; the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> has every line.`,
+		`<table id="runs">`,
+		`Content-Security-Policy`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	if n := strings.Count(html[strings.Index(html, `<table id="orders">`):strings.Index(html, `id="orders-note"`)], "<tr><td>"); n != 3 {
+		t.Errorf("orders table has %d rows, want the cap of 3", n)
+	}
+	// Self-contained: nothing to fetch, nothing to run.
+	if m := regexp.MustCompile(`(?i)<script|<link|<img|<iframe|\bsrc=|url\(|@import|href="(https?:)?//`).FindString(html); m != "" {
+		t.Errorf("HTML report refers outside itself: %q", m)
 	}
 }
