@@ -4,14 +4,15 @@
 // A delivery passes the checks in a fixed order, and the first that fails
 // decides the answer:
 //
-//	method POST                     405 bad_method (with Allow: POST)
-//	path Config.Path                404 not_found
-//	source address allowed          403 forbidden
-//	body at most Config.MaxBodyBytes 413 too_large
-//	Signature header verifies       401 bad_signature
-//	body decodes as an order        200 quarantined (kept, not lost)
-//	store commits within AckBudget  200 accepted | duplicate | stale
-//	                                503 overloaded | unavailable (Retry-After)
+//	method is POST                     405 bad_method (with Allow: POST)
+//	path is Config.Path                404 not_found
+//	source address is allowed          403 forbidden
+//	body fits Config.MaxBodyBytes      413 too_large (400 bad_request if unreadable)
+//	Signature header verifies          401 bad_signature
+//	body is not empty                  400 bad_request
+//	body decodes as an order           200 quarantined (kept, not lost)
+//	store commits within AckBudget     200 accepted | duplicate | stale
+//	                                   503 overloaded | unavailable (Retry-After)
 //
 // The handler answers 200 only after the store has committed the delivery
 // and its effects, so an acknowledged webhook is durable. When the commit
@@ -28,7 +29,9 @@
 //
 // A signed body that does not decode as an order is quarantined with the
 // reason and acknowledged: the provider would otherwise retry a body that
-// can never succeed, and the quarantine keeps it for people to inspect.
+// can never succeed, and the quarantine keeps it for people to inspect. So
+// is an order the store refuses because it contradicts an identity already
+// stored (another provider id under a known merchantOrderId).
 //
 // Every answer is a small JSON object {"status": word} (with "error" naming
 // the problem when there is one), every delivery is logged in one line
