@@ -1,0 +1,77 @@
+// Command orderd-load sends uniquely signed order webhooks to a webhook
+// receiver, at a fixed rate or as fast as it answers, and measures from the
+// sender's side how long each acknowledgement takes.
+//
+// Every distinct webhook is a completed payin with its own order id and
+// merchantOrderId, signed like the provider signs (SHA-512, RSA PKCS #1
+// v1.5 or ECDSA DER, base64 in the Signature header). All bodies are signed
+// before the clock starts, so signing does not compete with the receiver
+// for CPU while it is measured. A fraction of the requests (-repeat) resend
+// a body that was already acknowledged, as the provider's retries do; the
+// receiver should answer those "duplicate".
+//
+// With -ceiling the same requests also go to a server inside this process
+// that only checks the signature with the same key and answers 200: the
+// ceiling that HTTP and signature verification set on this machine,
+// measured in the same run, so the receiver's rate can be read as a ratio
+// of it.
+//
+// Usage:
+//
+//	orderd-load -gen-key-out FILE [-key-type ecdsa|rsa]
+//	orderd-load [-url URL] [-ceiling] -key FILE (-flat | -rate N) [-c N] [-n N] [-d D] [-repeat F]
+//
+// -gen-key-out writes a fresh private key to FILE (mode 0600) and its
+// public key to FILE.pub; list FILE.pub under provider.public_keys in the
+// receiver's config. Each run prints one summary line per target on
+// standard output:
+//
+//	target=orderd mode=flat c=64 sent=41230 ok=41230 503=0 other=0 err=0 repeats=8210 duplicate=8210 rate=4122.7/s p50=14.2ms p90=21.0ms p99=30.9ms max=88.1ms elapsed=10.001s
+//
+// where sent = ok + 503 + other + err (err counts transport failures), and,
+// with both -url and -ceiling, a last line "ratio=R" (the target's rate over
+// the ceiling's). Exit status: 0 after a run (whatever the answers), 1 on a
+// runtime failure, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError marks a problem with the command line; it exits with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	fmt.Fprintln(stderr, "orderd-load:", err)
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
