@@ -44,6 +44,9 @@ type ReportTx struct {
 
 // BeginReport starts a read-only transaction for a report.
 func (s *Store) BeginReport(ctx context.Context) (*ReportTx, error) {
+	if s.rdb == nil {
+		return nil, fmt.Errorf("begin report: %w", ErrClosed)
+	}
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("begin report: %w", err)

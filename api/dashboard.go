@@ -1,0 +1,337 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+//go:embed dashboard.html.tmpl
+var dashboardHTML string
+
+// DashboardStore is what the dashboard reads; *store.Store has it.
+type DashboardStore interface {
+	Readiness
+	OpenFindingCounts(ctx context.Context) (map[string]int, error)
+	FindingsPage(ctx context.Context, q store.FindingQuery) ([]store.Finding, error)
+	OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error)
+	RecentOrders(ctx context.Context, query string, limit int) ([]store.OrderSummary, error)
+	Activity(ctx context.Context, since time.Time) (store.Activity, error)
+}
+
+var _ DashboardStore = (*store.Store)(nil)
+
+// DashboardConfig configures the dashboard.
+type DashboardConfig struct {
+	Store DashboardStore
+	// Checks are the readiness checks beside the store's own, as /readyz
+	// runs them.
+	Checks []Check
+	// ReportsPath is where the reports are served; empty means
+	// /v1/reports/reconciliation.
+	ReportsPath string
+	// Version is shown in the header.
+	Version string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the dashboard's log lines; nil discards them.
+	Logger *slog.Logger
+	// ReadyTimeout bounds each readiness check; zero means 2 s.
+	ReadyTimeout time.Duration
+}
+
+// Dashboard sizes.
+const (
+	dashboardOrders   = 20
+	dashboardFindings = 10
+	maxQueryLen       = 200
+)
+
+// NewDashboard returns the handler of GET /: one server-rendered HTML
+// page (html/template, no scripts) with readiness, webhook and event
+// rates over the last 5 and 60 minutes, the outbox backlog, open
+// findings, recent orders with a search by merchantOrderId (GET /?q=,
+// a prefix; an exact provider order id matches too), and links to
+// today's and yesterday's reports in every format. A part that cannot be
+// read says so in its place; the rest of the page still renders. The
+// page sits behind the admin token like every admin route.
+func NewDashboard(cfg DashboardConfig) (http.Handler, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReportsPath == "" {
+		cfg.ReportsPath = "/v1/reports/reconciliation"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Second
+	}
+	t, err := template.New("dashboard").Funcs(template.FuncMap{
+		"time": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05")
+		},
+	}).Parse(dashboardHTML)
+	if err != nil {
+		return nil, fmt.Errorf("parse dashboard template: %w", err)
+	}
+	return &dashboard{cfg: cfg, tmpl: t}, nil
+}
+
+type dashboard struct {
+	cfg  DashboardConfig
+	tmpl *template.Template
+}
+
+// dashboardPage is what the template renders.
+type dashboardPage struct {
+	Now     string
+	Version string
+	Ready   bool
+	Checks  []checkResult
+
+	Rates    []rateRow
+	RatesErr string
+
+	Backlog    int64
+	OldestAge  string
+	BacklogErr string
+
+	FindingKinds []kindCount
+	OpenTotal    int
+	Findings     []findingRow
+	FindingsErr  string
+
+	Query     string
+	Orders    []orderRow
+	OrdersErr string
+
+	Reports []reportLinks
+}
+
+type checkResult struct {
+	Name, Result string
+	OK           bool
+}
+
+// rateRow is one kind of traffic over each window.
+type rateRow struct {
+	Name  string
+	Cells []rateCell
+}
+
+type rateCell struct {
+	Count     int64
+	PerMinute string
+}
+
+type kindCount struct {
+	Kind  string
+	Count int
+}
+
+type findingRow struct {
+	ID      int64
+	Kind    string
+	Key     string
+	FoundAt time.Time
+	Summary string
+}
+
+type orderRow struct {
+	MerchantOrderID string
+	ID              string
+	Type, Status    string
+	Amount          string
+	LearnedVia      string
+	UpdatedAt       time.Time
+	Href            string
+}
+
+type reportLinks struct {
+	Label string
+	Day   string
+	Links []reportLink
+}
+
+type reportLink struct {
+	Format, Href string
+}
+
+func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	now := d.cfg.Now().UTC()
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if len(q) > maxQueryLen {
+		q = q[:maxQueryLen]
+	}
+	p := dashboardPage{Now: now.Format("2006-01-02 15:04:05"), Version: d.cfg.Version, Query: q, Ready: true}
+
+	checks := append([]Check{{Name: storeCheck, Check: d.cfg.Store.Ready}}, d.cfg.Checks...)
+	for _, c := range checks {
+		cctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+		err := c.Check(cctx)
+		cancel()
+		res := checkResult{Name: c.Name, Result: "ok", OK: err == nil}
+		if err != nil {
+			res.Result, p.Ready = err.Error(), false
+		}
+		p.Checks = append(p.Checks, res)
+	}
+
+	webhooks, events := rateRow{Name: "webhooks"}, rateRow{Name: "events"}
+	for _, win := range []time.Duration{5 * time.Minute, time.Hour} {
+		a, err := d.cfg.Store.Activity(ctx, now.Add(-win))
+		if err != nil {
+			p.RatesErr = err.Error()
+			break
+		}
+		mins := int64(win / time.Minute)
+		webhooks.Cells = append(webhooks.Cells, rateCell{Count: a.Webhooks, PerMinute: perMinute(a.Webhooks, mins)})
+		events.Cells = append(events.Cells, rateCell{Count: a.Events, PerMinute: perMinute(a.Events, mins)})
+	}
+	p.Rates = []rateRow{webhooks, events}
+
+	backlog, oldest, err := d.cfg.Store.OutboxStats(ctx)
+	if err != nil {
+		p.BacklogErr = err.Error()
+	} else {
+		p.Backlog = backlog
+		if !oldest.IsZero() {
+			p.OldestAge = now.Sub(oldest).Truncate(time.Second).String()
+		}
+	}
+
+	if counts, err := d.cfg.Store.OpenFindingCounts(ctx); err != nil {
+		p.FindingsErr = err.Error()
+	} else {
+		for _, k := range sortedKeys(counts) {
+			p.FindingKinds = append(p.FindingKinds, kindCount{Kind: k, Count: counts[k]})
+			p.OpenTotal += counts[k]
+		}
+		fs, err := d.cfg.Store.FindingsPage(ctx, store.FindingQuery{State: "open", Limit: dashboardFindings})
+		if err != nil {
+			p.FindingsErr = err.Error()
+		}
+		for _, f := range fs {
+			p.Findings = append(p.Findings, findingRow{ID: f.ID, Kind: f.Kind, Key: f.Key, FoundAt: f.FoundAt,
+				Summary: findingSummary(f.Detail)})
+		}
+	}
+
+	orders, err := d.cfg.Store.RecentOrders(ctx, q, dashboardOrders)
+	if err != nil {
+		p.OrdersErr = err.Error()
+	}
+	for _, o := range orders {
+		p.Orders = append(p.Orders, orderRow{MerchantOrderID: o.MerchantOrderID, ID: o.ProviderID, Type: o.Type,
+			Status: o.Status, Amount: orderAmount(o.Order), LearnedVia: string(o.LearnedVia), UpdatedAt: o.UpdatedAt,
+			Href: "/v1/orders/" + url.PathEscape(o.MerchantOrderID)})
+	}
+
+	today := now.Truncate(24 * time.Hour)
+	for _, day := range []struct {
+		label string
+		from  time.Time
+	}{{"Today (so far)", today}, {"Yesterday", today.Add(-24 * time.Hour)}} {
+		rl := reportLinks{Label: day.label, Day: day.from.Format(time.DateOnly)}
+		for _, f := range []string{"html", "csv", "json"} {
+			v := url.Values{"from": {day.from.Format(time.DateOnly)}, "to": {day.from.Add(24 * time.Hour).Format(time.DateOnly)}, "format": {f}}
+			rl.Links = append(rl.Links, reportLink{Format: strings.ToUpper(f), Href: d.cfg.ReportsPath + "?" + v.Encode()})
+		}
+		p.Reports = append(p.Reports, rl)
+	}
+
+	var buf bytes.Buffer
+	if err := d.tmpl.Execute(&buf, p); err != nil {
+		d.cfg.Logger.Error("render dashboard", "err", err)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "render dashboard: " + err.Error()})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// perMinute writes n/minutes with two decimals (rounded down), in
+// integers.
+func perMinute(n, minutes int64) string {
+	hundredths := n * 100 / minutes
+	return fmt.Sprintf("%d.%02d", hundredths/100, hundredths%100)
+}
+
+// orderAmount is the authorized amount of an order's own transaction, as
+// the provider wrote it, for the orders table.
+func orderAmount(raw json.RawMessage) string {
+	var o struct {
+		Type         string `json:"type"`
+		Transactions []struct {
+			Type       string          `json:"type"`
+			Authorized *provider.Money `json:"authorized"`
+		} `json:"transactions"`
+	}
+	if json.Unmarshal(raw, &o) != nil {
+		return ""
+	}
+	for _, t := range o.Transactions {
+		if t.Type == o.Type && t.Authorized != nil {
+			return t.Authorized.String()
+		}
+	}
+	for _, t := range o.Transactions {
+		if t.Type != "refund" && t.Authorized != nil {
+			return t.Authorized.String()
+		}
+	}
+	return ""
+}
+
+// findingSummary is a short reading of a finding's detail.
+func findingSummary(detail json.RawMessage) string {
+	var d struct {
+		Reason          string `json:"reason"`
+		Currency        string `json:"currency"`
+		Unexplained     string `json:"unexplained"`
+		MerchantOrderID string `json:"merchantOrderId"`
+	}
+	_ = json.Unmarshal(detail, &d)
+	switch {
+	case d.Unexplained != "":
+		return d.Unexplained + " " + d.Currency + " unexplained"
+	case d.Reason != "" && d.MerchantOrderID != "":
+		return d.Reason + " (" + d.MerchantOrderID + ")"
+	case d.Reason != "":
+		return d.Reason
+	}
+	return d.MerchantOrderID
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

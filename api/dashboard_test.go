@@ -1,0 +1,155 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"orderd/api"
+	"orderd/provider"
+	"orderd/store"
+)
+
+// cellsOf returns the text of the first cell of each row of the table
+// with id, tags stripped.
+func cellsOf(t *testing.T, html, id string) []string {
+	t.Helper()
+	start := strings.Index(html, `<table id="`+id+`">`)
+	if start < 0 {
+		return nil
+	}
+	end := strings.Index(html[start:], "</table>")
+	rows := regexp.MustCompile(`<tr><td[^>]*>(.*?)</td>`).FindAllStringSubmatch(html[start:start+end], -1)
+	tags := regexp.MustCompile(`<[^>]+>`)
+	var out []string
+	for _, r := range rows {
+		out = append(out, tags.ReplaceAllString(r[1], ""))
+	}
+	return out
+}
+
+func TestDashboard_ServeHTTP(t *testing.T) {
+	s := newReportServer(t, testToken)
+	// Three more webhooks shortly before now: two in the last five
+	// minutes, three in the last hour.
+	for i, at := range []string{"2026-11-02T00:10:00Z", "2026-11-02T00:56:00Z", "2026-11-02T00:58:30Z"} {
+		s.clock.set(at)
+		raw := reportOrder(fmt.Sprintf("0c000000-0000-4000-8000-%012d", i), fmt.Sprintf("late-%d", i), "payin", "processing",
+			at, "10.00", "9.70", "brl", "")
+		o, err := provider.DecodeOrder(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.st.Apply(t.Context(), store.Observation{Source: store.SourceWebhook, Order: o, Raw: raw, ObservedAt: s.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.clock.set("2026-11-02T01:00:00Z")
+	pending, err := s.st.PendingEvents(t.Context(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := s.get(t, "GET", "/")
+	wantStatus(t, r, http.StatusOK)
+	html := string(r.body)
+	if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	for _, want := range []string{
+		`<p class="big ok">ready</p>`,
+		`<span class="ok">✓</span> store`,
+		`<tr><td>webhooks</td><td class="num">2 <span class="muted">(0.40/min)</span></td><td class="num">3 <span class="muted">(0.05/min)</span></td></tr>`,
+		`<tr><td>events</td><td class="num">2 <span class="muted">(0.40/min)</span></td><td class="num">3 <span class="muted">(0.05/min)</span></td></tr>`,
+		fmt.Sprintf(`<p class="big bad">%d</p>`, len(pending)),
+		"the oldest waits for " + s.clock.Now().Sub(pending[0].Time).String(),
+		`<li>balance_drift: 1</li>`,
+		`<li>quarantined_webhook: 1</li>`,
+		`<td>balance_drift</td><td>brl</td>`,
+		`Today (so far) (2026-11-02): <a href="/v1/reports/reconciliation?format=html&amp;from=2026-11-02&amp;to=2026-11-03">HTML</a>`,
+		`Yesterday (2026-11-01): <a href="/v1/reports/reconciliation?format=html&amp;from=2026-11-01&amp;to=2026-11-02">HTML</a> · <a href="/v1/reports/reconciliation?format=csv&amp;from=2026-11-01&amp;to=2026-11-02">CSV</a> · <a href="/v1/reports/reconciliation?format=json&amp;from=2026-11-01&amp;to=2026-11-02">JSON</a>`,
+		`<h2>Recent orders</h2>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if got := strings.Join(cellsOf(t, html, "orders-table"), " "); !strings.HasPrefix(got, "late-2 late-1 late-0 shop-1006 shop-1005") {
+		t.Errorf("recent orders, newest first: %s", got)
+	}
+	if m := regexp.MustCompile(`(?i)<script|<link|<img|\bsrc=`).FindString(html); m != "" {
+		t.Errorf("dashboard loads something: %q", m)
+	}
+
+	t.Run("search", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, q string
+			want    []string
+		}{
+			{"by merchantOrderId prefix", "shop-100", []string{"shop-1001", "shop-1002", "shop-1003", "shop-1004", "shop-1005", "shop-1006"}},
+			{"by whole merchantOrderId", "shop-1003", []string{"shop-1003"}},
+			{"by provider order id", "0b000000-0000-4000-8000-000000000002", []string{"shop-1002"}},
+			{"nothing matches", "nope", nil},
+			{"markup is text", "<script>alert(1)</script>", nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := s.get(t, "GET", "/?q="+strings.NewReplacer("<", "%3C", ">", "%3E", "(", "%28", ")", "%29").Replace(tc.q))
+				wantStatus(t, r, http.StatusOK)
+				html := string(r.body)
+				if got := cellsOf(t, html, "orders-table"); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+					t.Errorf("orders %v, want %v", got, tc.want)
+				}
+				if tc.want == nil && !strings.Contains(html, "No order matches.") {
+					t.Errorf("no 'No order matches.' note")
+				}
+				if strings.Contains(html, "<script>") {
+					t.Errorf("the query was written as markup")
+				}
+			})
+		}
+	})
+
+	t.Run("without the token", func(t *testing.T) {
+		anon := *s
+		anon.token = ""
+		r := anon.get(t, "GET", "/")
+		wantStatus(t, r, http.StatusUnauthorized)
+		if strings.Contains(string(r.body), "shop-10") {
+			t.Errorf("an unauthenticated answer shows orders: %s", r.body)
+		}
+	})
+
+	t.Run("a failing readiness check", func(t *testing.T) {
+		dash, err := api.NewDashboard(api.DashboardConfig{Store: s.st, Now: s.clock.Now,
+			Checks: []api.Check{{Name: "nats", Check: func(context.Context) error { return errors.New("connection refused") }}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(dash)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		html := string(b)
+		for _, want := range []string{`<p class="big bad">not ready</p>`, `<span class="bad">✗</span> nats: <span class="bad">connection refused</span>`} {
+			if !strings.Contains(html, want) {
+				t.Errorf("dashboard lacks %q", want)
+			}
+		}
+	})
+}
