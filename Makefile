@@ -25,7 +25,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	sandbox build install clean
+	sandbox build install clean load vulncheck
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, and verify the systemd unit against a built binary.
@@ -56,6 +56,18 @@ staticcheck:
 ## bench: every benchmark once for BENCHTIME, with allocations.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## load: build orderd and orderd-load, start "orderd run" on loopback with a
+## generated signing key, send 64 senders flat out for 10s beside the
+## verify-only ceiling, then 1,000 webhooks/s for 10s; print the summaries.
+## Variables of cmd/orderd-load/load.sh (FLAT_TIME, RATE, KEY_TYPE, ...) apply.
+load:
+	@GO=$(GO) cmd/orderd-load/load.sh
+
+## vulncheck: govulncheck (pinned) against the Go vulnerability database
+## built from the golang.org/x/vulndb module; see .ci/vulncheck.
+vulncheck:
+	@GO=$(GO) .ci/vulncheck
 
 ## sandbox: orderd on loopback with a fake provider and demo traffic.
 sandbox:
