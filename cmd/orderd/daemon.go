@@ -162,6 +162,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := d.admin.Start(); err != nil {
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}
+	warnAdminExposure(logger.With("component", "api"), d.admin.Addr(), cfg.Admin.Token != "")
 	if err := d.rec.Start(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile schedules: %w", err)
 	}
