@@ -25,7 +25,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	sandbox build install clean load vulncheck
+	e2e sandbox build install clean load vulncheck
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, and verify the systemd unit against a built binary.
@@ -56,6 +56,13 @@ staticcheck:
 ## bench: every benchmark once for BENCHTIME, with allocations.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## e2e: the fault suite (test/e2e) on the real binaries: orderd killed under
+## load, NATS outages, provider faults, webhook retries, a full disk (tmpfs;
+## needs root, else that test is skipped).
+e2e:
+	$(GO) vet -tags e2e ./test/e2e/
+	$(GO) test -tags e2e -race -timeout 20m -v ./test/e2e/
 
 ## load: build orderd and orderd-load, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the

@@ -20,7 +20,8 @@ import (
 func TestOrderd_KillUnderLoad(t *testing.T) {
 	const (
 		kills   = 20
-		maxUp   = 2500 * time.Millisecond // uptime before a kill, from process start
+		earlyUp = 50 * time.Millisecond
+		maxUp   = 3000 * time.Millisecond // uptime before a kill, from process start
 		maxDown = 300 * time.Millisecond
 		rate    = 200 // orders per second
 	)
@@ -41,7 +42,14 @@ func TestOrderd_KillUnderLoad(t *testing.T) {
 	began := time.Now()
 	serving := 0 // kills that hit a daemon answering /healthz
 	for i := range kills {
-		time.Sleep(time.Duration(rng.Int64N(int64(maxUp))))
+		// One kill in four lands early (orderd serves within a few tens
+		// of milliseconds), while it opens the store, recovers the WAL
+		// and republishes what the last one left.
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(earlyUp))))
+		} else {
+			time.Sleep(earlyUp + time.Duration(rng.Int64N(int64(maxUp-earlyUp))))
+		}
 		if !e.od.p.running() {
 			t.Fatalf("orderd exited on its own before kill %d: %v", i+1, e.od.p.err)
 		}
@@ -85,7 +93,7 @@ func TestOrderd_KillUnderLoad(t *testing.T) {
 			t.Errorf("order %s: answer %d %q; want 200 or 503", s.moid, s.ans.status, s.ans.word)
 		}
 	}
-	if ackedFresh < 100 || serving < kills/2 {
+	if ackedFresh < 100 || serving < kills/3 {
 		t.Fatalf("the load did not reach a serving daemon often enough: %d acked, %d of %d kills while serving", ackedFresh, serving, kills)
 	}
 

@@ -1,0 +1,221 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountTmpfs mounts a tmpfs of the given size on a fresh directory and
+// unmounts it when the test ends (after the processes the test starts
+// later have been stopped). Without permission to mount, the test is
+// skipped with the reason.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size+",mode=0755"); err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+			t.Skipf("skipped: mounting a %s tmpfs is not permitted here (%v); the disk-full test needs root or CAP_SYS_ADMIN", size, err)
+		}
+		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fill writes a file in dir until the filesystem has no block left and
+// returns its path and size.
+func fill(t *testing.T, dir string, limit int64) (string, int64) {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n int64
+	for _, chunk := range []int{64 << 10, 4 << 10, 512} {
+		buf := make([]byte, chunk)
+		for n < limit {
+			w, err := f.Write(buf)
+			n += int64(w)
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("fill: %v", err)
+			}
+		}
+	}
+	if n >= limit {
+		t.Fatalf("fill: wrote %d bytes without running out of space", n)
+	}
+	return p, n
+}
+
+// TestStore_DiskFull puts the store on a small tmpfs and fills it while
+// orderd runs. Webhooks are then answered 503 (the provider retries),
+// never 200 for a delivery that was not stored, and /readyz says the store
+// cannot commit. Once space returns, orderd answers 200 again without a
+// restart, and everything acknowledged is stored and published once.
+func TestStore_DiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, "8m")
+	e := newEnv(t, envOptions{storePath: filepath.Join(mnt, "orderd.db")})
+	e.od.startReady()
+
+	c := newWebhookClient(e.od.webhooks)
+	ctx := context.WithoutCancel(t.Context())
+	type delivery struct {
+		id, moid string
+		body     []byte
+		sig      string
+	}
+	n := 0
+	next := func() delivery {
+		n++
+		id := uuidN(0xd15cf011, n)
+		moid := fmt.Sprintf("full-%d", n)
+		body := orderBody(id, moid, "completed", fmt.Sprintf("%d.00", n))
+		return delivery{id: id, moid: moid, body: body, sig: e.signer.sign(t, body)}
+	}
+	acked := map[string]bool{}
+	for range 20 {
+		d := next()
+		if a := c.post(ctx, d.body, d.sig); a.status != http.StatusOK {
+			t.Fatalf("before the disk is full: answer %d %q (%v)", a.status, a.word, a.err)
+		}
+		acked[d.id] = true
+	}
+
+	filler, size := fill(t, mnt, 64<<20)
+
+	// While the disk is full: each delivery gets 200 only if it was stored
+	// (space the database file already holds can still take a few), and
+	// from the first 503 on, nothing gets 200 until space returns.
+	var refused []delivery
+	var okWhileFull int
+	first503 := -1
+	for i := 0; i < 200 && (first503 < 0 || i < first503+30); i++ {
+		d := next()
+		a := c.post(ctx, d.body, d.sig)
+		switch a.status {
+		case http.StatusOK:
+			if first503 >= 0 {
+				t.Errorf("delivery %d answered 200 after the first 503 while the disk is still full", i)
+			}
+			acked[d.id] = true
+			okWhileFull++
+		case http.StatusServiceUnavailable:
+			if first503 < 0 {
+				first503 = i
+			}
+			refused = append(refused, d)
+		default:
+			t.Fatalf("disk full: answer %d %q (%v); want 503", a.status, a.word, a.err)
+		}
+	}
+	if len(refused) == 0 {
+		t.Fatalf("200 deliveries with the disk full and not one 503")
+	}
+	// Concurrent deliveries share the store's commits; none may be acked.
+	const burst = 40
+	batch := make([]delivery, burst)
+	answers := make([]answer, burst)
+	for i := range batch {
+		batch[i] = next()
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < burst; i += 8 {
+				answers[i] = c.post(ctx, batch[i].body, batch[i].sig)
+			}
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.status != http.StatusServiceUnavailable {
+			t.Errorf("concurrent delivery %d with the disk full: answer %d %q (%v); want 503", i, a.status, a.word, a.err)
+			if a.status == http.StatusOK {
+				acked[batch[i].id] = true
+			}
+			continue
+		}
+		refused = append(refused, batch[i])
+	}
+	code, body := httpStatus("http://" + e.od.admin + "/readyz")
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the disk full: %d %s; want 503", code, body)
+	}
+	logb, _ := os.ReadFile(e.od.logPath)
+	if !bytes.Contains(logb, []byte("database or disk is full")) {
+		t.Errorf("orderd's log does not say %q; the 503s have another cause", "database or disk is full")
+	}
+	if !e.od.p.running() {
+		t.Fatalf("orderd exited with the disk full: %v", e.od.p.err)
+	}
+
+	// Space returns: the refused deliveries, retried as the provider would,
+	// and new ones are answered 200 without a restart.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	recovered := time.Now()
+	var recoveredAfter time.Duration
+	retry := func(d delivery) {
+		var a answer
+		if !waitFor(10*time.Second, 100*time.Millisecond, func() bool {
+			a = c.post(ctx, d.body, d.sig)
+			return a.status == http.StatusOK
+		}) {
+			t.Fatalf("order %s after space returned: answer %d %q (%v); want 200", d.moid, a.status, a.word, a.err)
+		}
+		if recoveredAfter == 0 {
+			recoveredAfter = time.Since(recovered)
+		}
+		acked[d.id] = true
+	}
+	for _, d := range refused {
+		retry(d)
+	}
+	for range 20 {
+		retry(next())
+	}
+	e.od.waitReady()
+
+	waitDrained(t, e.od.dbPath, e.nats.URL(), 30*time.Second)
+	stored := storedOrders(t, openDB(t, e.od.dbPath))
+	lost := 0
+	for id := range acked {
+		if stored[id] != "completed" {
+			lost++
+			t.Errorf("acked order %s is not stored (%q)", id, stored[id])
+		}
+	}
+	events := readStream(t, e.nats.URL())
+	byOrder := checkStreamUnique(t, events)
+	for i := 1; i <= n; i++ {
+		moid := fmt.Sprintf("full-%d", i)
+		if acked[uuidN(0xd15cf011, i)] && len(byOrder[moid]) != 1 {
+			t.Errorf("order %s: events %v; want one", moid, eventTypes(byOrder[moid]))
+		}
+	}
+	e.od.stop()
+	integrityCheck(t, e.od.dbPath)
+	t.Logf("tmpfs 8 MiB, filler %d bytes; while full: %d answered 200 (stored), then %d answered 503 (%d of them concurrent); after space returned: 200 again after %s; acked %d, acked-and-lost %d, stream events %d",
+		size, okWhileFull, len(refused), burst, recoveredAfter.Round(time.Millisecond), len(acked), lost, len(events))
+}
