@@ -69,12 +69,13 @@ func fill(t *testing.T, dir string, limit int64) (string, int64) {
 
 // TestStore_DiskFull puts the store on a small tmpfs and fills it while
 // orderd runs. Webhooks are then answered 503 (the provider retries),
-// never 200 for a delivery that was not stored, and /readyz says the store
-// cannot commit. Once space returns, orderd answers 200 again without a
+// never 200 for a delivery that was not stored, the provider's own
+// deliveries are retried, and /readyz says the store cannot commit. Once space returns, orderd answers 200 again without a
 // restart, and everything acknowledged is stored and published once.
 func TestStore_DiskFull(t *testing.T) {
 	mnt := mountTmpfs(t, "8m")
-	e := newEnv(t, envOptions{storePath: filepath.Join(mnt, "orderd.db")})
+	e := newEnv(t, envOptions{storePath: filepath.Join(mnt, "orderd.db"),
+		fakeFlags: []string{"-webhook-base-delay", "100ms", "-max-webhook-delay", "400ms"}})
 	e.od.startReady()
 
 	c := newWebhookClient(e.od.webhooks)
@@ -157,6 +158,38 @@ func TestStore_DiskFull(t *testing.T) {
 		}
 		refused = append(refused, batch[i])
 	}
+	// The provider's own deliveries meet the full disk too: 503, and it
+	// retries on its schedule.
+	providerOrders := map[string]int{}
+	for i := range 3 {
+		moid := fmt.Sprintf("full-provider-%d", i)
+		e.fake.control(http.MethodPost, "create-order", map[string]string{"merchantOrderId": moid, "type": "payin",
+			"amount": "15.00", "currency": "brl", "webhookUrl": e.od.webhooks}, nil)
+		e.fake.control(http.MethodPost, "complete", map[string]string{"merchantOrderId": moid}, nil)
+		providerOrders[moid] = 1
+	}
+	if !waitFor(10*time.Second, 50*time.Millisecond, func() bool {
+		refusedAttempts := map[string]int{}
+		for _, a := range e.fake.webhooks() {
+			if a.Status == http.StatusServiceUnavailable {
+				refusedAttempts[a.MerchantOrderID]++
+			}
+		}
+		for moid := range providerOrders {
+			if refusedAttempts[moid] < 2 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the fake's webhooks were not refused with 503 twice each within 10s")
+	}
+	for _, a := range e.fake.webhooks() {
+		if a.Status == http.StatusOK {
+			t.Errorf("the fake's webhook for %s was answered 200 with the disk full", a.MerchantOrderID)
+		}
+	}
+
 	code, body := httpStatus("http://" + e.od.admin + "/readyz")
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with the disk full: %d %s; want 503", code, body)
@@ -196,6 +229,10 @@ func TestStore_DiskFull(t *testing.T) {
 		retry(next())
 	}
 	e.od.waitReady()
+	if !waitFor(10*time.Second, 50*time.Millisecond, func() bool { return deliveriesDone(e.fake.webhooks(), providerOrders) }) {
+		t.Fatal("the fake's retried webhooks were not acknowledged within 10s of space returning")
+	}
+	providerAttempts := len(e.fake.webhooks())
 
 	waitDrained(t, e.od.dbPath, e.nats.URL(), 30*time.Second)
 	stored := storedOrders(t, openDB(t, e.od.dbPath))
@@ -214,8 +251,14 @@ func TestStore_DiskFull(t *testing.T) {
 			t.Errorf("order %s: events %v; want one", moid, eventTypes(byOrder[moid]))
 		}
 	}
+	for moid := range providerOrders {
+		if evs := byOrder[moid]; len(evs) != 1 || evs[0].Type != "order.completed" {
+			t.Errorf("order %s, retried by the provider: events %v; want one order.completed", moid, eventTypes(evs))
+		}
+	}
 	e.od.stop()
 	integrityCheck(t, e.od.dbPath)
+	t.Logf("the provider's webhooks for %d orders took %d attempts (503 while full, then 200)", len(providerOrders), providerAttempts)
 	t.Logf("tmpfs 8 MiB, filler %d bytes; while full: %d answered 200 (stored), then %d answered 503 (%d of them concurrent); after space returned: 200 again after %s; acked %d, acked-and-lost %d, stream events %d",
 		size, okWhileFull, len(refused), burst, recoveredAfter.Round(time.Millisecond), len(acked), lost, len(events))
 }
