@@ -1,0 +1,143 @@
+package hostile_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"orderd/provider/providertest"
+)
+
+// TestAdmin_Token: with a token configured, the admin API refuses every
+// request without it — also from another host's address when the listener
+// is bound beyond loopback — and changes nothing. Health and metrics stay
+// public so that probes and scrapers need no secret.
+func TestAdmin_Token(t *testing.T) {
+	d := theDaemon(t)
+	if d.adminHost.IsLoopback() {
+		t.Log("this host has no non-loopback IPv4 address: the admin API is tested on loopback only")
+	} else {
+		t.Logf("admin API bound to %s; requests come from that address", d.adminURL)
+	}
+	o := d.newOrder("completed")
+	wantReply(t, d.postSigned(t, o.JSON()), http.StatusOK, "accepted")
+	payin := `{"merchantOrderId":"` + d.newOrder("").moid + `","invoice":{"amount":"10.00","currency":"brl"},"client":{"name":"Ana"}}`
+
+	tests := []struct {
+		name, method, path, auth, body string
+		code                           int
+	}{
+		{"order without a token", "GET", "/v1/orders/" + o.moid, "", "", 401},
+		{"order with a wrong token", "GET", "/v1/orders/" + o.moid, "Bearer not-the-token", "", 401},
+		{"order with the token as Basic", "GET", "/v1/orders/" + o.moid, "Basic " + d.token, "", 401},
+		{"order with a token prefix", "GET", "/v1/orders/" + o.moid, "Bearer " + d.token[:len(d.token)-1], "", 401},
+		{"order listing without a token", "GET", "/v1/orders", "", "", 401},
+		{"gateway payin without a token", "POST", "/v1/payins", "", payin, 401},
+		{"gateway payout without a token", "POST", "/v1/payouts", "", `{"merchantOrderId":"x"}`, 401},
+		{"attempts without a token", "GET", "/v1/attempts", "", "", 401},
+		{"findings without a token", "GET", "/v1/findings", "", "", 401},
+		{"watch without a token", "POST", "/v1/watch", "", `{"merchantOrderId":"x"}`, 401},
+		{"reports without a token", "GET", "/v1/reports/reconciliation?from=2024-01-01&to=2024-02-01", "", "", 401},
+		{"healthz is public", "GET", "/healthz", "", "", 200},
+		{"readyz is public", "GET", "/readyz", "", "", 200},
+		{"metrics are public", "GET", "/metrics", "", "", 200},
+		{"order with the token", "GET", "/v1/orders/" + o.moid, d.bearer(), "", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := d.rows(t)
+			calls := len(d.fake.Calls(""))
+			r := d.admin(t, tt.method, tt.path, tt.auth, tt.body)
+			if r.code != tt.code {
+				t.Fatalf("answer %d (%.300s), want %d", r.code, r.body, tt.code)
+			}
+			if tt.code == http.StatusUnauthorized {
+				var e struct {
+					Error any `json:"error"`
+				}
+				if json.Unmarshal([]byte(r.body), &e) != nil || e.Error == nil {
+					t.Errorf("401 answer is not a JSON error: %s", r.body)
+				}
+				if strings.Contains(r.body, o.moid) {
+					t.Errorf("401 answer reveals order data: %s", r.body)
+				}
+			}
+			if after := d.rows(t); after != before {
+				t.Errorf("rows changed: %+v -> %+v", before, after)
+			}
+			if n := len(d.fake.Calls("")); n != calls {
+				t.Errorf("the provider was called %d times", n-calls)
+			}
+		})
+	}
+	if strings.Contains(d.log(t), "beyond loopback without a token") {
+		t.Error("the exposure warning was logged although a token is configured")
+	}
+}
+
+// TestGateway_UnknownErrorCode: an error code the provider's documentation
+// does not list is stored verbatim on the attempt and answered as a
+// rejection the merchant may retry (503), not as a creation and not as in
+// doubt.
+func TestGateway_UnknownErrorCode(t *testing.T) {
+	d := theDaemon(t)
+	const code = "MERCHANT_ON_VACATION_2031"
+	if err := d.fake.InjectFault(providertest.Fault{Endpoint: providertest.PathPaymentCreate,
+		Kind: providertest.ErrorAnswer, Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.fake.ClearFaults)
+	moid := d.newOrder("").moid
+	payin := `{"merchantOrderId":"` + moid + `","invoice":{"amount":"10.00","currency":"brl"},"client":{"name":"Ana"}}`
+
+	r := d.admin(t, http.MethodPost, "/v1/payins", d.bearer(), payin)
+	if r.code != http.StatusServiceUnavailable || r.status != "rejected" || !strings.Contains(r.body, code) {
+		t.Fatalf("answer %d %q %s, want 503 rejected naming %s", r.code, r.status, r.body, code)
+	}
+	state := d.queryString(t, `SELECT state FROM attempts WHERE merchant_order_id = ? ORDER BY id DESC LIMIT 1`, moid)
+	stored := d.queryString(t, `SELECT error_code FROM attempts WHERE merchant_order_id = ? ORDER BY id DESC LIMIT 1`, moid)
+	if state != "rejected" || stored != code {
+		t.Errorf("attempt state %q code %q, want rejected %q", state, stored, code)
+	}
+	if n := d.queryInt(t, `SELECT count(*) FROM orders WHERE merchant_order_id = ?`, moid); n != 0 {
+		t.Errorf("orders for the rejected creation = %d, want 0", n)
+	}
+
+	// The cause lies with the provider, so the same request may be tried
+	// again, and now succeeds.
+	r = d.admin(t, http.MethodPost, "/v1/payins", d.bearer(), payin)
+	if r.code != http.StatusCreated || r.status != "created" {
+		t.Fatalf("retry: %d %s, want 201 created", r.code, r.body)
+	}
+}
+
+// TestDaemon_LogsHoldNoSecrets: what this suite sent — the admin token,
+// the provider's API key, webhook signatures — never appears in the log.
+func TestDaemon_LogsHoldNoSecrets(t *testing.T) {
+	d := theDaemon(t)
+	body := d.newOrder("completed").JSON()
+	sig := d.sign(t, body)
+	wantReply(t, d.post(t, body, sig), http.StatusOK, "accepted")
+	forged := signWith(t, d.otherKey, body)
+	wantReply(t, d.post(t, body, forged), http.StatusUnauthorized, "bad_signature")
+	if r := d.admin(t, http.MethodGet, "/v1/attempts", d.bearer(), ""); r.code != http.StatusOK {
+		t.Fatalf("attempts: %d %s", r.code, r.body)
+	}
+	if r := d.admin(t, http.MethodGet, "/v1/attempts", "Bearer guess-"+d.token, ""); r.code != http.StatusUnauthorized {
+		t.Fatalf("attempts with a wrong token: %d", r.code)
+	}
+
+	log := d.log(t)
+	if !strings.Contains(log, `"outcome":"bad_signature"`) {
+		t.Fatalf("the log does not show the deliveries at all:\n%.2000s", log)
+	}
+	for name, secret := range map[string]string{
+		"admin token": d.token, "provider API key": d.apiKey,
+		"signature": sig[:40], "forged signature": forged[:40], "wrong token": "guess-" + d.token,
+	} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the log contains the %s", name)
+		}
+	}
+}
