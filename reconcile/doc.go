@@ -41,6 +41,9 @@
 // daemon puts on the provider.Client shared by the reconciler and the
 // gateway, so their calls together never exceed the rate. At most
 // Concurrency calls of a run are in flight; each has the client's timeout.
+// The stale job records its answers in batches on separate goroutines, so
+// the poll rate is bound by the limiter and the provider's latency, not by
+// how long a commit takes.
 //
 // # Balance drift
 //

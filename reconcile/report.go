@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/shopspring/decimal"
 
 	"orderd/provider"
@@ -335,7 +337,7 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 		if t.Type != "refund" || t.Status != provider.StatusCompleted || t.Amount == nil {
 			continue
 		}
-		at := t.CompletedAt.Time
+		at := t.CompletedAt
 		switch o.Membership {
 		case store.ReportFinal:
 			if !at.IsZero() && !at.Before(rp.p.To) {
@@ -402,32 +404,95 @@ func addRefund(list []Refunded, m provider.Money) []Refunded {
 	return list
 }
 
-// orderAmounts is the part of an order's JSON a report reads. It decodes
-// only what it needs, which matters over a million orders.
+// orderAmounts is the part of an order's JSON a report reads, parsed.
 type orderAmounts struct {
-	MerchantSourceWallet *provider.Money `json:"merchantSourceWallet"`
-	MerchantTargetWallet *provider.Money `json:"merchantTargetWallet"`
-	Transactions         []txAmounts     `json:"transactions"`
+	MerchantSourceWallet *provider.Money
+	MerchantTargetWallet *provider.Money
+	Transactions         []txAmounts
 }
 
 type txAmounts struct {
-	ID             string          `json:"id"`
-	Type           string          `json:"type"`
-	Status         provider.Status `json:"status"`
-	Authorized     *provider.Money `json:"authorized"`
-	MerchantWallet *provider.Money `json:"merchantWallet"`
-	Amount         *provider.Money `json:"amount"`
-	CompletedAt    provider.Time   `json:"completedAt"`
+	Type           string
+	Status         provider.Status
+	Authorized     *provider.Money
+	MerchantWallet *provider.Money
+	Amount         *provider.Money
+	CompletedAt    time.Time
 }
 
+// wireOrder is how the JSON is read: amounts and times as plain strings,
+// parsed afterwards. provider.Money and provider.Time decode themselves
+// with a nested json.Unmarshal each, which over a million orders costs
+// more than everything else a report does; and the v2 decoder
+// (go-json-experiment/json) reads it in about half the time of
+// encoding/json.
+//
+// v1Semantics makes it read the JSON as the write path's encoding/json
+// did: names matched case-insensitively, duplicate names allowed (the
+// last wins), invalid UTF-8 tolerated.
+var v1Semantics = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true),
+	jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+type wireOrder struct {
+	MerchantSourceWallet *wireMoney `json:"merchantSourceWallet"`
+	MerchantTargetWallet *wireMoney `json:"merchantTargetWallet"`
+	Transactions         []struct {
+		Type           string          `json:"type"`
+		Status         provider.Status `json:"status"`
+		Authorized     *wireMoney      `json:"authorized"`
+		MerchantWallet *wireMoney      `json:"merchantWallet"`
+		Amount         *wireMoney      `json:"amount"`
+		CompletedAt    *string         `json:"completedAt"`
+	} `json:"transactions"`
+}
+
+type wireMoney struct {
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// decode reads raw into a. The write path decoded every stored state
+// with the provider's strict types, so an amount or time that does not
+// parse here is a damaged row: it is an error, and the line shows what
+// the store's columns say.
 func (a *orderAmounts) decode(raw []byte) error {
-	// A fresh value each time: decoding into a reused slice would keep
-	// the fields of an earlier order that this one does not state.
 	*a = orderAmounts{}
 	if len(raw) == 0 {
 		return errors.New("no stored state")
 	}
-	return json.Unmarshal(raw, a)
+	// A fresh value each time: decoding into a reused one would keep the
+	// fields of an earlier order that this one does not state.
+	var w wireOrder
+	if err := jsonv2.Unmarshal(raw, &w, v1Semantics); err != nil {
+		return err
+	}
+	var err error
+	money := func(m *wireMoney) *provider.Money {
+		if m == nil || err != nil {
+			return nil
+		}
+		var v provider.Money
+		v, err = provider.NewMoney(m.Amount, m.Currency)
+		return &v
+	}
+	a.MerchantSourceWallet = money(w.MerchantSourceWallet)
+	a.MerchantTargetWallet = money(w.MerchantTargetWallet)
+	a.Transactions = make([]txAmounts, len(w.Transactions))
+	for i, t := range w.Transactions {
+		at := &a.Transactions[i]
+		at.Type, at.Status = t.Type, t.Status
+		at.Authorized, at.MerchantWallet, at.Amount = money(t.Authorized), money(t.MerchantWallet), money(t.Amount)
+		if t.CompletedAt != nil && *t.CompletedAt != "" && err == nil {
+			var pt provider.Time
+			pt, err = provider.ParseTime(*t.CompletedAt)
+			at.CompletedAt = pt.Time
+		}
+	}
+	if err != nil {
+		*a = orderAmounts{}
+		return err
+	}
+	return nil
 }
 
 // own is the order's own transaction: the first whose type is the

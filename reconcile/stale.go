@@ -60,22 +60,45 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 		c.add("due", len(page))
 		return page, nil
 	}
-	// Polling and recording overlap: a worker hands its answer to a
-	// recording goroutine and polls the next order, so the rate is bound
-	// by the limiter, not by how long a commit takes. The store groups
-	// the concurrent writes into shared commits.
-	rec := newRecorder(maxPendingWrites)
+	// Polling and recording overlap: a worker hands its answer to the
+	// recorders and polls the next order, so the rate is bound by the
+	// limiter, not by commits. The recorders write the answers in batches,
+	// one store write (one savepoint in a shared commit) per batch.
+	answers := make(chan pollAnswer, maxPendingAnswers)
+	var recorders sync.WaitGroup
+	for range recorderCount {
+		recorders.Go(func() {
+			batch := make([]pollAnswer, 0, recordBatch)
+			for a := range answers {
+				batch = append(batch[:0], a)
+			fill:
+				for len(batch) < recordBatch {
+					select {
+					case a, ok := <-answers:
+						if !ok {
+							break fill
+						}
+						batch = append(batch, a)
+					default:
+						break fill
+					}
+				}
+				r.recordChecks(ctx, batch, c)
+				for range batch {
+					p.step()
+				}
+			}
+		})
+	}
 	err := pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
 		order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
 		if callErr != nil && ctx.Err() != nil {
 			return // shutting down: the order stays due
 		}
-		rec.do(func() {
-			r.recordCheck(ctx, o, order, raw, callErr, c)
-			p.step()
-		})
+		answers <- pollAnswer{due: o, order: order, raw: raw, err: callErr}
 	})
-	rec.wait()
+	close(answers)
+	recorders.Wait()
 	if err != nil {
 		return fmt.Errorf("due orders: %w", err)
 	}
@@ -88,109 +111,147 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 	return r.watches(ctx, now, c)
 }
 
-// maxPendingWrites bounds the answers of a stale run waiting to be
-// recorded (and so the memory they hold).
-const maxPendingWrites = 256
+// Recording of stale polls: answers waiting (bounding the memory they
+// hold), goroutines writing them, and answers per write. A batch's write
+// holds the store's writer for about a millisecond per 10 answers, short
+// against a webhook's ack budget.
+const (
+	maxPendingAnswers = 256
+	recorderCount     = 4
+	recordBatch       = 16
+)
 
-// recorder runs recording functions on goroutines it owns, at most limit
-// at a time; do blocks while the limit is reached.
-type recorder struct {
-	sem chan struct{}
-	wg  sync.WaitGroup
+// pollAnswer is the provider's answer about one due order.
+type pollAnswer struct {
+	due   store.DueOrder
+	order *provider.Order
+	raw   json.RawMessage
+	err   error
 }
 
-func newRecorder(limit int) *recorder { return &recorder{sem: make(chan struct{}, limit)} }
-
-func (rc *recorder) do(fn func()) {
-	rc.sem <- struct{}{}
-	rc.wg.Go(func() {
-		defer func() { <-rc.sem }()
-		fn()
-	})
+// checkOutcome is what recording one answer did.
+type checkOutcome struct {
+	res      store.Result
+	stuck    bool
+	mismatch bool
 }
 
-func (rc *recorder) wait() { rc.wg.Wait() }
-
-// recordCheck records what a poll of one due order learned: the answer
-// through the write path, backoff when nothing changed, a stuck_order
-// finding when it has been unchanged for GiveUpAfter.
-func (r *Reconciler) recordCheck(ctx context.Context, o store.DueOrder, order *provider.Order, raw json.RawMessage, callErr error, c *counts) {
-	c.add("checked", 1)
-	log := r.log.With("job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID)
+// recordChecks records a batch of answers in one write; if that write
+// fails (one answer the store refuses sinks its batch), each answer is
+// recorded alone.
+func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *counts) {
 	now := r.now()
-	if callErr == nil && order.ID != o.ProviderID {
-		callErr = fmt.Errorf("provider answers with order id %s for merchantOrderId %s, stored as %s",
-			order.ID, o.MerchantOrderID, o.ProviderID)
-	}
-	var (
-		res         store.Result
-		stuck       bool
-		wasMismatch bool
-	)
+	outs := make([]checkOutcome, len(batch))
 	err := r.store.Write(ctx, func(tx *store.Tx) error {
-		res, stuck, wasMismatch = store.Result{}, false, false
-		unchanged := true
-		if callErr == nil {
-			obs := store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: now}
+		for i, a := range batch {
 			var err error
-			if res, err = applyPolled(tx, obs); err != nil {
+			if outs[i], err = r.recordCheck(tx, a, now); err != nil {
 				return err
 			}
-			unchanged = res.Outcome != store.OutcomeChanged && res.Outcome != store.OutcomeNew
-			wasMismatch = res.Outcome == store.OutcomeStale && res.Previous != order.Status
 		}
-		if !unchanged {
-			return nil
-		}
-		if _, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts))); err != nil {
-			return err
-		}
-		if now.Sub(o.UpdatedAt) < r.cfg.GiveUpAfter {
-			return nil
-		}
-		lastErr := ""
-		if callErr != nil {
-			lastErr = callErr.Error()
-		}
-		var err error
-		_, stuck, err = tx.OpenFinding(store.FindingStuckOrder, o.ProviderID, stuckDetail{
-			OrderID: o.ProviderID, MerchantOrderID: o.MerchantOrderID, Type: o.Type, Status: o.Status,
-			LastChangeAt: o.UpdatedAt, CheckAttempts: o.CheckAttempts + 1, GiveUpAfter: r.cfg.GiveUpAfter.String(),
-			LastError: lastErr,
-		})
-		return err
+		return nil
 	})
-	switch {
-	case err != nil:
+	if err == nil {
+		for i, a := range batch {
+			r.countCheck(a, outs[i], c)
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	for _, a := range batch {
+		var out checkOutcome
+		err := r.store.Write(ctx, func(tx *store.Tx) error {
+			var err error
+			out, err = r.recordCheck(tx, a, now)
+			return err
+		})
+		if err == nil {
+			r.countCheck(a, out, c)
+			continue
+		}
+		c.add("checked", 1)
 		c.add("errors", 1)
+		log := r.log.With("job", JobStale, "order", a.due.ProviderID, "merchantOrderId", a.due.MerchantOrderID)
 		log.Warn("record poll", "err", err)
 		// The answer could not be stored (say, it collides with another
 		// order); still postpone, so one bad order does not take every
 		// run's budget.
 		if ctx.Err() == nil {
 			if perr := r.store.Write(ctx, func(tx *store.Tx) error {
-				_, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts)))
+				_, err := tx.PostponeOrderCheck(a.due.ProviderID, now.Add(r.backoff(a.due.CheckAttempts)))
 				return err
 			}); perr != nil {
 				log.Warn("postpone order check", "err", perr)
 			}
 		}
-		return
-	case callErr != nil:
+	}
+}
+
+// recordCheck records what a poll of one due order learned, inside tx: the
+// answer through the write path; backoff when nothing changed (or the
+// call failed); a stuck_order finding when the order has been unchanged
+// for GiveUpAfter.
+func (r *Reconciler) recordCheck(tx *store.Tx, a pollAnswer, now time.Time) (checkOutcome, error) {
+	var out checkOutcome
+	o, callErr := a.due, a.err
+	if callErr == nil && a.order.ID != o.ProviderID {
+		return out, fmt.Errorf("provider answers with order id %s for merchantOrderId %s, stored as %s",
+			a.order.ID, o.MerchantOrderID, o.ProviderID)
+	}
+	if callErr == nil {
+		obs := store.Observation{Source: store.SourcePoll, Order: a.order, Raw: a.raw, ObservedAt: now}
+		var err error
+		if out.res, err = applyPolled(tx, obs); err != nil {
+			return out, err
+		}
+		if out.res.Outcome == store.OutcomeChanged || out.res.Outcome == store.OutcomeNew {
+			return out, nil
+		}
+		out.mismatch = out.res.Outcome == store.OutcomeStale && out.res.Previous != a.order.Status
+	}
+	if _, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts))); err != nil {
+		return out, err
+	}
+	if now.Sub(o.UpdatedAt) < r.cfg.GiveUpAfter {
+		return out, nil
+	}
+	lastErr := ""
+	if callErr != nil {
+		lastErr = callErr.Error()
+	}
+	var err error
+	_, out.stuck, err = tx.OpenFinding(store.FindingStuckOrder, o.ProviderID, stuckDetail{
+		OrderID: o.ProviderID, MerchantOrderID: o.MerchantOrderID, Type: o.Type, Status: o.Status,
+		LastChangeAt: o.UpdatedAt, CheckAttempts: o.CheckAttempts + 1, GiveUpAfter: r.cfg.GiveUpAfter.String(),
+		LastError: lastErr,
+	})
+	return out, err
+}
+
+// countCheck tallies and logs one recorded answer.
+func (r *Reconciler) countCheck(a pollAnswer, out checkOutcome, c *counts) {
+	c.add("checked", 1)
+	o := a.due
+	switch {
+	case a.err != nil:
 		c.add("errors", 1)
-		log.Info("poll failed", "err", callErr)
-	case res.Outcome == store.OutcomeChanged || res.Outcome == store.OutcomeNew:
+		r.log.Info("poll failed", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID, "err", a.err)
+	case out.res.Outcome == store.OutcomeChanged || out.res.Outcome == store.OutcomeNew:
 		c.add("changed", 1)
-		log.Info("poll found a change", "from", res.Previous, "to", order.Status, "event", res.EventID)
+		r.log.Info("poll found a change", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID,
+			"from", out.res.Previous, "to", a.order.Status, "event", out.res.EventID)
 	default:
 		c.add("unchanged", 1)
 	}
-	if wasMismatch {
+	if out.mismatch {
 		c.add("mismatches", 1)
 	}
-	if stuck {
+	if out.stuck {
 		c.add("stuck_opened", 1)
-		log.Warn("order stuck", "status", o.Status, "lastChange", o.UpdatedAt)
+		r.log.Warn("order stuck", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID,
+			"status", o.Status, "lastChange", o.UpdatedAt)
 	}
 }
 
