@@ -278,3 +278,39 @@ func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
 		}
 	}
 }
+
+func TestReconciler_RunStale_oneBadAnswerDoesNotSinkOthers(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, mid := range []string{"good-1", "good-2", "twisted"} {
+		e.createAtFake(mid, "10.00", provider.TypePayin)
+	}
+	e.learn("good-1", store.SourceGateway)
+	e.learn("good-2", store.SourceGateway)
+	// orderd stored "twisted" under another provider id than the one the
+	// provider answers with: its answer cannot be recorded.
+	raw, _ := e.fake.OrderJSON("twisted")
+	var o provider.Order
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.ID = "00000000-0000-4000-8000-000000000000"
+	twisted, _ := json.Marshal(o)
+	e.apply(twisted, store.SourceGateway)
+	if err := e.fake.Complete("good-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.clock.Advance(staleAfter + time.Second)
+	s := e.run(e.rec.RunStale)
+	if s.Counts["checked"] != 3 || s.Counts["errors"] != 1 || s.Counts["changed"] != 1 || s.Counts["unchanged"] != 1 {
+		t.Fatalf("counts = %v", s.Counts)
+	}
+	if v := e.order("good-1"); v.Status != provider.StatusCompleted {
+		t.Fatalf("good-1 is %s", v.Status)
+	}
+	for _, mid := range []string{"good-2", "twisted"} {
+		if v := e.order(mid); v.CheckAttempts != 1 {
+			t.Errorf("%s: check_attempts %d, want postponed once", mid, v.CheckAttempts)
+		}
+	}
+}
