@@ -86,4 +86,11 @@
 // previous one still runs; Stop cancels the runs in progress and waits for
 // them. AddJob registers further jobs (the finance report). Jobs are
 // idempotent, so "orderd reconcile" beside a running daemon is harmless.
+//
+// # Reports
+//
+// The package also builds finance reports per period [from, to): per
+// currency totals, one line per order, findings, and balance snapshots
+// with their drift, as CSV, JSON or HTML (Reporter, report*.go), written
+// on the report schedule to reports.dir through AddJob.
 package reconcile

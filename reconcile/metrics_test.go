@@ -110,3 +110,41 @@ func TestProgressBar(t *testing.T) {
 		t.Fatalf("bar:\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+func TestReconciler_Run(t *testing.T) {
+	tests := []struct {
+		job  string
+		want []string
+	}{
+		{reconcile.JobAll, []string{"doubt", "stale", "requisites", "balances"}},
+		{reconcile.JobStale, []string{"stale"}},
+		{reconcile.JobBalances, []string{"balances"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.job, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			sums, err := e.rec.Run(t.Context(), tt.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range sums {
+				got = append(got, s.Job)
+				if s.RunID == 0 || s.FinishedAt.Before(s.StartedAt) || s.Error != "" {
+					t.Errorf("summary %+v", s)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("ran %v, want %v", got, tt.want)
+			}
+			runs, _ := e.st.ReconcileRuns(t.Context(), "", 10)
+			if len(runs) != len(tt.want) {
+				t.Fatalf("%d runs recorded, want %d", len(runs), len(tt.want))
+			}
+		})
+	}
+	e := newEnv(t, envOptions{})
+	if _, err := e.rec.Run(t.Context(), "report"); err == nil || !strings.Contains(err.Error(), `unknown job "report"`) {
+		t.Fatalf("Run(report) = %v", err)
+	}
+}

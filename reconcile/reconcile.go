@@ -150,7 +150,8 @@ type Config struct {
 	// old, so a create still in flight is not declared absent.
 	DoubtMinAge time.Duration
 	// BoundaryWindow: completions this close to a balance snapshot are the
-	// "boundary" part of a drift explanation.
+	// "boundary" part of a drift explanation. Zero means the default; a
+	// negative window leaves the boundary part out.
 	BoundaryWindow time.Duration
 	// Concurrency bounds the provider calls in flight.
 	Concurrency int
