@@ -8,7 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"syscall"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,11 +19,16 @@ import (
 
 // Environment of the benchmark's child process: the database to report
 // on, where to write, and what to do ("csv": the report; "scan": read
-// every order's row and JSON and nothing else, the ceiling).
+// every order's row and JSON and nothing else, the ceiling). With
+// ORDERD_REPORT_BENCH_KEEP=DIR the benchmark builds its database in DIR
+// and keeps it; with ORDERD_REPORT_BENCH_CPUPROFILE=FILE the child writes
+// a CPU profile of the report.
 const (
 	benchChildDB   = "ORDERD_REPORT_BENCH_DB"
 	benchChildOut  = "ORDERD_REPORT_BENCH_OUT"
 	benchChildMode = "ORDERD_REPORT_BENCH_MODE"
+	benchKeep      = "ORDERD_REPORT_BENCH_KEEP"
+	benchProfile   = "ORDERD_REPORT_BENCH_CPUPROFILE"
 )
 
 // benchDay is the period every benchmark order falls in.
@@ -31,11 +37,13 @@ var benchDay = reconcile.Day(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 // BenchmarkReporter_WriteCSV writes the CSV report (lines and summary
 // files) of a day with 1,000,000 orders (100,000 with -short) and
 // measures time and peak memory. The report runs in a child process (this
-// test binary again), so its peak RSS (getrusage maxrss of the child) is
-// the report's own and not the setup's. Beside it, in the same run, the
-// child also just scans the same rows (every order's columns and JSON,
-// nothing decoded or written): the ceiling of what reading the store
-// allows.
+// test binary again) that reports its own peak RSS (VmHWM of
+// /proc/self/status): the report's memory, not the setup's. (getrusage's
+// maxrss of a child would not do: Go starts children with a vfork-style
+// clone, and Linux keeps the parent's high-water mark across the exec.)
+// Beside it, in the same run, a child just scans the same rows (every
+// order's columns and JSON, nothing decoded or written): the ceiling of
+// what reading the store allows.
 //
 //	go test ./reconcile -run '^$' -bench BenchmarkReporter_WriteCSV -benchtime 1x
 func BenchmarkReporter_WriteCSV(b *testing.B) {
@@ -62,15 +70,24 @@ func BenchmarkReporter_WriteCSV(b *testing.B) {
 		cmd.Env = append(os.Environ(), benchChildDB+"="+db, benchChildOut+"="+out, benchChildMode+"="+mode)
 		cmd.Stderr = os.Stderr
 		t0 := time.Now()
-		if outb, err := cmd.Output(); err != nil {
+		outb, err := cmd.Output()
+		if err != nil {
 			b.Fatalf("child %s: %v\n%s", mode, err, outb)
 		}
 		elapsed := time.Since(t0)
-		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		if !ok {
-			b.Fatal("no rusage for the child")
+		var kib int64
+		for line := range strings.Lines(string(outb)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kib, err = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err != nil {
+					b.Fatalf("child %s: VmHWM %q: %v", mode, v, err)
+				}
+			}
 		}
-		return elapsed, ru.Maxrss * 1024 // Linux reports maxrss in KiB
+		if kib == 0 {
+			b.Fatalf("child %s did not report its VmHWM:\n%s", mode, outb)
+		}
+		return elapsed, kib * 1024
 	}
 
 	b.ResetTimer()
@@ -103,12 +120,22 @@ func BenchmarkReporter_WriteCSV(b *testing.B) {
 	}
 }
 
-// benchChild runs in the child process: one report (or scan), then exit.
+// benchChild runs in the child process: one report (or scan), then it
+// prints its peak RSS (the VmHWM line of /proc/self/status) and exits.
 func benchChild(db, out, mode string) {
 	ctx := context.Background()
-	pf, _ := os.Create("/tmp/rbench/cpu.out")
-	pprof.StartCPUProfile(pf)
-	defer func() { pprof.StopCPUProfile(); pf.Close() }()
+	if p := os.Getenv(benchProfile); p != "" && mode == "csv" {
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(3)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(3)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	st, err := store.Open(ctx, db, store.Options{ReadOnly: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -127,6 +154,17 @@ func benchChild(db, out, mode string) {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(4)
 	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(5)
+	}
+	for line := range strings.Lines(string(status)) {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Print(line)
+		}
+	}
+	// Returning ends the benchmark function; the parent reads stdout.
 }
 
 // benchScan reads what the report reads of every order — its columns and

@@ -143,6 +143,9 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		}}},
 		Metrics: promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
 	}
+	if err := wireReports(d, &deps); err != nil {
+		return nil, err
+	}
 	if opts.extraAdmin != nil {
 		if err := opts.extraAdmin(d, &deps); err != nil {
 			return nil, err

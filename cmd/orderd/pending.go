@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"slices"
-	"strings"
-	"time"
 )
 
 // This file holds the commands of the contract whose feature is not built
@@ -38,36 +34,4 @@ func noArgs(e *env) error {
 		return e.usagef("unexpected argument %q", e.Args[0])
 	}
 	return nil
-}
-
-func reportCommand() command {
-	return command{
-		Name:    "report",
-		Summary: "write the finance reconciliation report for a period",
-		Help:    "The period is [from, to): from inclusive, to exclusive, as dates (2006-01-02) in UTC.",
-		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			reportFormats := []string{"csv", "json", "html"}
-			from := fs.String("from", "", "first `DATE` of the period, inclusive (required)")
-			to := fs.String("to", "", "`DATE` the period ends, exclusive (required)")
-			format := fs.String("format", "csv", "output format: "+strings.Join(reportFormats, "|"))
-			fs.String("o", "", "write to `FILE` instead of standard output")
-			return pending(true, func(e *env) error {
-				for _, d := range []struct{ flag, value string }{{"from", *from}, {"to", *to}} {
-					if d.value == "" {
-						return e.usagef("-%s is required", d.flag)
-					}
-					if _, err := time.Parse(time.DateOnly, d.value); err != nil {
-						return e.usagef("-%s %q is not a date (2006-01-02)", d.flag, d.value)
-					}
-				}
-				if *from >= *to {
-					return e.usagef("-from %s is not before -to %s", *from, *to)
-				}
-				if !slices.Contains(reportFormats, *format) {
-					return e.usagef("-format %q is not one of %s", *format, strings.Join(reportFormats, ", "))
-				}
-				return noArgs(e)
-			})
-		},
-	}
 }

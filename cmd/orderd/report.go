@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"orderd/api"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+func reportCommand() command {
+	return command{
+		Name:    "report",
+		Summary: "write the finance reconciliation report for a period",
+		Help: "The period is [from, to): from inclusive, to exclusive, each a UTC date (2006-01-02) or an\n" +
+			"RFC 3339 time. An order is in the period where it reached its final status; one not final by\n" +
+			"the end of the period is listed as open in the period it was created in.\n\n" +
+			"Without -o the report goes to standard output; a CSV report there holds the order lines,\n" +
+			"an empty line, then the per-currency summary. With -o FILE it is written atomically (a\n" +
+			"temporary file renamed into place) and a CSV report puts its summary in FILE-summary.csv\n" +
+			"(report.csv: report-summary.csv); the paths written are printed.\n\n" +
+			"The store is opened read-only, so this works beside a running daemon.",
+		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			from := fs.String("from", "", "start of the period, inclusive: a `DATE` (2006-01-02) or an RFC 3339 time (required)")
+			to := fs.String("to", "", "end of the period, exclusive: a `DATE` or an RFC 3339 time (required)")
+			format := fs.String("format", reconcile.FormatCSV, "output format: "+strings.Join(reconcile.Formats, "|"))
+			out := fs.String("o", "", "write to `FILE` instead of standard output")
+			return func(ctx context.Context, e *env) error {
+				p, err := reconcile.ParsePeriod(*from, *to)
+				if err != nil {
+					var pe *reconcile.PeriodError
+					if errors.As(err, &pe) {
+						return e.usagef("-%s", pe.Error())
+					}
+					return e.usagef("%v", err)
+				}
+				if !slices.Contains(reconcile.Formats, *format) {
+					return e.usagef("-format %q is not one of %s", *format, strings.Join(reconcile.Formats, ", "))
+				}
+				if err := noArgs(e); err != nil {
+					return err
+				}
+				cfg, err := e.LoadConfig()
+				if err != nil {
+					return err
+				}
+				lg, err := e.NewLogging(cfg.Log)
+				if err != nil {
+					return err
+				}
+				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true, Logger: lg.Logger.With("component", "store")})
+				if err != nil {
+					return fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+				}
+				defer st.Close(context.WithoutCancel(ctx))
+				rep := reconcile.NewReporter(st, reconcile.ReportConfig{Logger: lg.Logger.With("component", "report")})
+				if *out == "" {
+					return rep.Write(ctx, e.Stdout, p, *format, reconcile.WriteOptions{})
+				}
+				if err := rep.WriteFile(ctx, *out, p, *format); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.Stdout, *out)
+				if *format == reconcile.FormatCSV {
+					fmt.Fprintln(e.Stdout, reconcile.SummaryPath(*out))
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// wireReports adds the finance reports to a daemon: the admin API's
+// report endpoint and dashboard, and the scheduled job that writes the
+// previous UTC day's report in every format to reports.dir.
+func wireReports(d *daemon, deps *api.Deps) error {
+	logger := d.log.With("component", "report")
+	rep := reconcile.NewReporter(d.store, reconcile.ReportConfig{Now: d.now, Logger: logger})
+	deps.Reports = api.NewReports(api.ReportsConfig{Writer: rep, Logger: logger})
+	info, _ := debug.ReadBuildInfo()
+	dash, err := api.NewDashboard(api.DashboardConfig{
+		Store:   d.store,
+		Checks:  deps.Checks,
+		Version: versionInfo(version, commit, info).Version,
+		Now:     d.now,
+		Logger:  d.log.With("component", "dashboard"),
+	})
+	if err != nil {
+		return err
+	}
+	deps.Dashboard = dash
+	if err := d.rec.AddJob(reconcile.JobReport, d.cfg.Reconcile.Schedules.Report, rep.DailyJob(d.cfg.Reports.Dir)); err != nil {
+		return &configError{Key: "reconcile.schedules.report", Problem: err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/reconcile"
+	"orderd/store"
+)
+
+// reportStore opens a store as a running daemon would hold it, with two
+// orders of 2026-11-01 applied through the write path, and returns it and
+// a config file pointing at it.
+func reportStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orderd.db")
+	st, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = st.Close(ctx)
+	})
+	for i, o := range []struct{ mid, status, completed string }{
+		{"cli-1", "completed", `"2026-11-01T10:00:00Z"`},
+		{"cli-2", "processing", "null"},
+	} {
+		target := "null"
+		if o.status == "completed" {
+			target = `{"amount":"19.40","currency":"brl"}`
+		}
+		raw := fmt.Appendf(nil, `{"id":"0d000000-0000-4000-8000-00000000000%d","merchantOrderId":%q,"type":"payin",`+
+			`"createdAt":"2026-11-01T09:00:00Z","status":%q,"rejectReason":null,"merchantSourceWallet":null,`+
+			`"merchantTargetWallet":%s,"transactions":[{"id":"t%d","type":"payin","status":%q,`+
+			`"authorized":{"amount":"20.00","currency":"brl"},"merchantWallet":{"amount":"19.40","currency":"brl"},`+
+			`"createdAt":"2026-11-01T09:00:00Z","completedAt":%s,"rejectReason":null}]}`,
+			i, o.mid, o.status, target, i, o.status, o.completed)
+		ord, err := provider.DecodeOrder(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Apply(t.Context(), store.Observation{Source: store.SourceWebhook, Order: ord, Raw: raw,
+			ObservedAt: time.Date(2026, 11, 1, 10, 0, 1, 0, time.UTC)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := writeFile(t, dir, "config.yaml", withLines("store:\n  path: "+path, "log:\n  level: warn"))
+	return st, cfg
+}
+
+func TestReport_usage(t *testing.T) {
+	_, cfg := reportStore(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"from missing", []string{"-to", "2026-11-02"}, "orderd report: -from is required"},
+		{"to missing", []string{"-from", "2026-11-01"}, "orderd report: -to is required"},
+		{"from not a date", []string{"-from", "2026-11-31", "-to", "2026-12-02"}, `orderd report: -from "2026-11-31" is not a date (2006-01-02) or an RFC 3339 time`},
+		{"to not a time", []string{"-from", "2026-11-01", "-to", "2026-11-02 10:00"}, `orderd report: -to "2026-11-02 10:00" is not a date`},
+		{"empty period", []string{"-from", "2026-11-01", "-to", "2026-11-01"}, `orderd report: -to "2026-11-01" is not after from 2026-11-01`},
+		{"format unknown", []string{"-from", "2026-11-01", "-to", "2026-11-02", "-format", "xlsx"}, `orderd report: -format "xlsx" is not one of csv, json, html`},
+		{"an argument", []string{"-from", "2026-11-01", "-to", "2026-11-02", "extra"}, `orderd report: unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg}, tc.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", r.code, r.stdout, r.stderr, tc.want)
+			}
+		})
+	}
+	t.Run("a store that does not exist", func(t *testing.T) {
+		missing := writeFile(t, t.TempDir(), "config.yaml", withLines("store:\n  path: /nonexistent/orderd.db"))
+		r := runOrderd(t, nil, nil, "report", "-config", missing, "-from", "2026-11-01", "-to", "2026-11-02")
+		if r.code != 1 || !strings.Contains(r.stderr, "open store /nonexistent/orderd.db") {
+			t.Errorf("exit %d, stderr %q; want 1 naming the store", r.code, r.stderr)
+		}
+	})
+}
+
+// TestReport_run writes reports from a store a daemon holds open, to
+// standard output and to files.
+func TestReport_run(t *testing.T) {
+	st, cfg := reportStore(t)
+	period := []string{"-from", "2026-11-01", "-to", "2026-11-02"}
+
+	t.Run("json to standard output", func(t *testing.T) {
+		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "json"}, period...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var rep struct {
+			Currencies []struct {
+				Currency string
+				Payins   struct{ Count int }
+			}
+			Orders []struct{ MerchantOrderID, Membership string }
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+		}
+		if len(rep.Orders) != 2 || rep.Orders[0].MerchantOrderID != "cli-1" || rep.Orders[1].Membership != "open" ||
+			len(rep.Currencies) != 1 || rep.Currencies[0].Payins.Count != 1 {
+			t.Errorf("report %+v", rep)
+		}
+	})
+
+	t.Run("csv to files", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "nov.csv")
+		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-o", out}, period...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		summary := filepath.Join(filepath.Dir(out), "nov-summary.csv")
+		if r.stdout != out+"\n"+summary+"\n" {
+			t.Errorf("stdout %q, want the two paths", r.stdout)
+		}
+		for path, want := range map[string]int{out: 3, summary: 2} {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := csv.NewReader(f).ReadAll()
+			f.Close()
+			if err != nil || len(recs) != want {
+				t.Errorf("%s: %d records (%v), want %d", path, len(recs), err, want)
+			}
+		}
+	})
+
+	t.Run("html to a file", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "nov.html")
+		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "html", "-o", out}, period...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil || !strings.Contains(string(b), `<table id="orders">`) || !strings.Contains(string(b), `href="nov.csv"`) {
+			t.Errorf("html file (%v):\n%s", err, b)
+		}
+	})
+
+	// The daemon's store is still open and still takes writes.
+	if err := st.Ready(t.Context()); err != nil {
+		t.Errorf("the daemon's store after the reports: %v", err)
+	}
+}
+
+// TestRun_reports starts the real daemon with the report schedule every
+// second and checks the wiring: the scheduled job writes yesterday's
+// report in every format to reports.dir and records its runs, and the
+// admin listener serves the reports and the dashboard behind the token.
+func TestRun_reports(t *testing.T) {
+	dir := t.TempDir()
+	fake := providertest.NewServer(providertest.Options{})
+	t.Cleanup(fake.Close)
+	admin, recv, natsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
+	token := writeFile(t, dir, "admin.token", "report-test-token\n")
+	reports := filepath.Join(dir, "reports")
+	cfg := writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
+  base_url: %s
+  api_key: %s
+  public_keys: [%s]
+receiver:
+  listen: %s
+admin:
+  listen: %s
+  token_file: %s
+store:
+  path: %s
+nats:
+  embedded:
+    listen: %s
+    store_dir: %s
+reconcile:
+  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "@every 1s"}
+reports:
+  dir: %s
+log:
+  level: warn
+`, fake.URL(), fake.APIKey(), key, recv, admin, token, filepath.Join(dir, "orderd.db"), natsAddr, filepath.Join(dir, "nats"), reports))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	var stdout, stderr strings.Builder
+	go func() {
+		done <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("orderd did not stop")
+		}
+	})
+	waitReady(t, admin, done)
+
+	yesterday := reconcile.Day(time.Now().UTC().Add(-24 * time.Hour))
+	want := []string{yesterday.FileName("csv"), yesterday.FileName("html"), yesterday.FileName("json"),
+		strings.TrimSuffix(yesterday.FileName("csv"), ".csv") + "-summary.csv"}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		missing := ""
+		for _, name := range want {
+			if _, err := os.Stat(filepath.Join(reports, name)); err != nil {
+				missing = name
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(reports)
+			t.Fatalf("the report job did not write %s within 15s (dir holds %v); stderr:\n%s", missing, entries, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	get := func(path, tok string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://"+admin+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	today := reconcile.Day(time.Now().UTC())
+	q := "/v1/reports/reconciliation?format=json&from=" + today.From.Format(time.DateOnly) + "&to=" + today.To.Format(time.DateOnly)
+	if code, _, _ := get(q, ""); code != http.StatusUnauthorized {
+		t.Errorf("report without the token: %d", code)
+	}
+	code, ct, body := get(q, "report-test-token")
+	if code != http.StatusOK || ct != "application/json" || !strings.Contains(body, `"job":"report"`) {
+		t.Errorf("today's report: %d %s, want the report job's runs in it:\n%s", code, ct, body)
+	}
+	code, ct, body = get("/", "report-test-token")
+	if code != http.StatusOK || ct != "text/html; charset=utf-8" || !strings.Contains(body, `<p class="big ok">ready</p>`) ||
+		!strings.Contains(body, "✓</span> nats") {
+		t.Errorf("dashboard: %d %s\n%s", code, ct, body)
+	}
+}
