@@ -76,6 +76,42 @@ func TestAdmin_Token(t *testing.T) {
 	}
 }
 
+// TestAdmin_CrossSite: a state-changing request a browser makes on behalf
+// of another site is refused (403) before it reaches the gateway — even one
+// that somehow carried the token — while the same request from a tool
+// without browser headers goes through.
+func TestAdmin_CrossSite(t *testing.T) {
+	d := theDaemon(t)
+	moid := d.newOrder("").moid
+	payin := `{"merchantOrderId":"` + moid + `","invoice":{"amount":"10.00","currency":"brl"},"client":{"name":"Ana"}}`
+	before := d.rows(t)
+	calls := len(d.fake.Calls(""))
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.adminURL+"/v1/payins", strings.NewReader(payin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/plain;charset=UTF-8")
+	req.Header.Set("Origin", "https://shop-reviews.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Authorization", d.bearer())
+	r := do(t, http.DefaultClient, req)
+	if r.code != http.StatusForbidden || !strings.Contains(r.body, "cross-origin") {
+		t.Fatalf("cross-site POST: %d %s, want 403", r.code, r.body)
+	}
+	if after := d.rows(t); after != before {
+		t.Errorf("rows changed: %+v -> %+v", before, after)
+	}
+	if n := len(d.fake.Calls("")); n != calls {
+		t.Errorf("the provider was called %d times", n-calls)
+	}
+
+	r = d.admin(t, http.MethodPost, "/v1/payins", d.bearer(), payin)
+	if r.code != http.StatusCreated {
+		t.Fatalf("the same POST without browser headers: %d %s, want 201", r.code, r.body)
+	}
+}
+
 // TestGateway_UnknownErrorCode: an error code the provider's documentation
 // does not list is stored verbatim on the attempt and answered as a
 // rejection the merchant may retry (503), not as a creation and not as in
