@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"orderd/store"
 )
@@ -58,11 +62,12 @@ type RelayConfig struct {
 	Prefix string
 	// Source is the CloudEvents source attribute; default "orderd".
 	Source string
-	// BatchSize is how many events are read, and marked published, at a
-	// time; default 256.
+	// BatchSize is how many events are read, sent as one atomic batch
+	// (at most 1000), and marked published at a time; default 256.
 	BatchSize int
-	// Window is how many publishes may await their ack at once; default
-	// 256. Two events of the same order are never in flight together.
+	// Window is how many single publishes may await their ack at once,
+	// when events go one by one; default 256. Two events of the same
+	// order are never in flight together.
 	Window int
 	// PublishTimeout is how long an ack may take before the relay gives
 	// up and resends from that event; default 5s.
@@ -103,6 +108,7 @@ type Relay struct {
 	sem         chan struct{}
 	skipped     map[int64]bool
 	streamReady bool
+	atomic      bool // the stream takes atomic batches
 }
 
 // NewRelay checks cfg, fills in defaults and returns a relay that publishes
@@ -321,15 +327,69 @@ type inflight struct {
 	deadline time.Time
 }
 
+// encoded is an outbox event ready to be sent.
+type encoded struct {
+	ev      store.OutboxEvent
+	subject string
+	payload []byte
+}
+
 // errAckTimeout is returned when no ack came within PublishTimeout.
 var errAckTimeout = errors.New("no ack within the publish timeout")
 
-// drain makes one pass: it publishes every pending event, keeping up to
-// Window acks outstanding, and marks events published in batches as their
-// acks arrive in order. On the first failure it stops, marks the
-// acknowledged prefix and returns the error; the next pass starts again from
-// the first unacknowledged event. Each pass starts from the lowest pending
-// sequence, so nothing is skipped however the store assigns sequences.
+// JetStream error codes the relay reacts to.
+const (
+	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // atomic publish is disabled
+	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // atomic batch contains a duplicate message id
+)
+
+// maxAtomicBatch is the server's default limit on an atomic batch.
+const maxAtomicBatch = 1000
+
+// prepare makes sure the stream exists (when the relay provisions it) and
+// learns whether it takes atomic batches.
+func (r *Relay) prepare(ctx context.Context) error {
+	if r.streamReady {
+		return nil
+	}
+	var s jetstream.Stream
+	var err error
+	if r.cfg.Stream != nil {
+		s, err = EnsureStream(ctx, r.js, *r.cfg.Stream)
+	} else {
+		var name string
+		name, err = r.js.StreamNameBySubject(ctx, r.cfg.Prefix+".orders")
+		if err == nil {
+			s, err = r.js.Stream(ctx, name)
+		}
+		if err != nil {
+			err = fmt.Errorf("find the stream for %s.>: %w", r.cfg.Prefix, err)
+		}
+	}
+	if err != nil {
+		r.cfg.Metrics.failure(errKindNATS)
+		return err
+	}
+	batches := s.CachedInfo().Config.AllowAtomicPublish
+	if batches != r.atomic {
+		r.log.Info("publishing mode", "atomic_batches", batches, "stream", s.CachedInfo().Config.Name)
+	}
+	r.atomic = batches
+	r.streamReady = true
+	return nil
+}
+
+// drain makes one pass over the outbox and returns how many events it
+// marked published. With a stream that takes atomic batches it sends each
+// run of pending events as one batch, which JetStream stores with a single
+// fsync under SyncAlways and acknowledges once; otherwise, or when a batch
+// is refused because it holds an event already in the stream, it publishes
+// events one by one with up to Window acks outstanding. Reading the next
+// run from the store and marking acknowledged events published overlap with
+// publishing. On the first failure it stops, marks the acknowledged prefix
+// and returns the error; the next pass starts again from the first
+// unacknowledged event. Each pass starts from the lowest pending sequence,
+// so nothing is skipped however the store assigns sequences.
 func (r *Relay) drain(ctx context.Context) (published int, err error) {
 	select {
 	case r.sem <- struct{}{}:
@@ -338,33 +398,24 @@ func (r *Relay) drain(ctx context.Context) (published int, err error) {
 	}
 	defer func() { <-r.sem }()
 
-	if r.cfg.Stream != nil && !r.streamReady {
-		if _, err := EnsureStream(ctx, r.js, *r.cfg.Stream); err != nil {
-			r.cfg.Metrics.failure(errKindNATS)
-			return 0, err
-		}
-		r.streamReady = true
+	if err := r.prepare(ctx); err != nil {
+		return 0, err
 	}
-
-	p := pass{r: r, busy: make(map[string]int)}
+	p := pass{r: r, busy: make(map[string]int), marker: startMarker(ctx, r.outbox, r.cfg.Metrics)}
 	err = p.run(ctx)
-	if err != nil {
-		// Keep what was acknowledged; even when ctx is done, so that a
-		// shutdown does not send those events again.
-		mctx := ctx
-		if ctx.Err() != nil {
-			var cancel context.CancelFunc
-			mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
-			defer cancel()
-		}
-		if merr := p.mark(mctx); merr != nil {
-			err = errors.Join(err, merr)
-		}
-		if errors.Is(err, jetstream.ErrNoStreamResponse) {
-			r.streamReady = false
-		}
+	// Keep what was acknowledged, also after a failure or a cancelled
+	// ctx, so that those events are not sent again.
+	p.flushAcked()
+	marked, merr := p.marker.close()
+	if merr != nil {
+		err = errors.Join(err, merr)
 	}
-	return p.marked, err
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// The stream may be gone: provision (or look it up) again
+		// before the next pass.
+		r.streamReady = false
+	}
+	return marked, err
 }
 
 // pass is the state of one drain.
@@ -372,24 +423,48 @@ type pass struct {
 	r      *Relay
 	queue  []inflight     // in publish order; the head is the oldest
 	busy   map[string]int // in-flight events per key
-	acked  []int64        // acknowledged, not yet marked
-	marked int
+	acked  []int64        // acknowledged, not yet handed to the marker
+	marker *marker
+}
+
+// page is the result of one read of the outbox.
+type page struct {
+	events []store.OutboxEvent
+	err    error
 }
 
 func (p *pass) run(ctx context.Context) error {
 	r := p.r
-	var cursor int64
-	for {
-		events, err := r.outbox.PendingEvents(ctx, cursor, r.cfg.BatchSize)
-		if err != nil {
+	// Reads run ahead by one page, in a goroutine this function waits
+	// for before it returns.
+	var reads sync.WaitGroup
+	defer reads.Wait()
+	read := func(after int64) <-chan page {
+		ch := make(chan page, 1)
+		reads.Go(func() {
+			evs, err := r.outbox.PendingEvents(ctx, after, r.cfg.BatchSize)
+			ch <- page{evs, err}
+		})
+		return ch
+	}
+
+	next := read(0)
+	chunk := make([]encoded, 0, r.cfg.BatchSize)
+	for next != nil {
+		pg := <-next
+		next = nil
+		if pg.err != nil {
 			r.cfg.Metrics.failure(errKindStore)
-			return fmt.Errorf("read outbox after %d: %w", cursor, err)
+			return fmt.Errorf("read outbox: %w", pg.err)
 		}
-		if len(events) == 0 {
+		if len(pg.events) == 0 {
 			break
 		}
-		for _, ev := range events {
-			cursor = ev.Seq
+		if len(pg.events) == r.cfg.BatchSize {
+			next = read(pg.events[len(pg.events)-1].Seq)
+		}
+		chunk = chunk[:0]
+		for _, ev := range pg.events {
 			if r.skipped[ev.Seq] {
 				continue
 			}
@@ -398,39 +473,250 @@ func (p *pass) run(ctx context.Context) error {
 				r.skip(ev, err)
 				continue
 			}
-			// Keep order per order: an event waits until its order's
-			// previous event is acknowledged.
-			for p.busy[ev.EventSubject] > 0 || len(p.queue) >= r.cfg.Window {
-				if err := p.ackHead(ctx); err != nil {
-					return err
-				}
-			}
-			sent := time.Now()
-			paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: payload}, jetstream.WithMsgID(ev.ID))
-			if err != nil {
-				if errors.Is(err, nats.ErrMaxPayload) {
-					r.skip(ev, err)
-					continue
-				}
-				r.cfg.Metrics.failure(errKindNATS)
-				return fmt.Errorf("publish %s: %w", ev.ID, err)
-			}
-			p.queue = append(p.queue, inflight{
-				seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
-				deadline: sent.Add(r.cfg.PublishTimeout),
-			})
-			p.busy[ev.EventSubject]++
+			chunk = append(chunk, encoded{ev: ev, subject: subject, payload: payload})
 		}
-		if len(events) < r.cfg.BatchSize {
-			break
+		if err := p.send(ctx, chunk); err != nil {
+			return err
+		}
+		if err := p.marker.failed(); err != nil {
+			return err
 		}
 	}
+	return p.awaitAll(ctx)
+}
+
+// acknowledged records an acked event; full batches go to the marker.
+func (p *pass) acknowledged(seq int64) {
+	p.acked = append(p.acked, seq)
+	if len(p.acked) >= p.r.cfg.BatchSize {
+		p.flushAcked()
+	}
+}
+
+func (p *pass) flushAcked() {
+	if len(p.acked) == 0 {
+		return
+	}
+	p.marker.add(p.acked)
+	p.acked = make([]int64, 0, p.r.cfg.BatchSize)
+}
+
+// marker marks acknowledged events published in a goroutine of its own, so
+// that the store's commit overlaps with publishing. Its owner, the pass,
+// stops it with close.
+type marker struct {
+	ch   chan []int64
+	done chan struct{}
+	err  atomic.Pointer[error]
+	n    int // marked; read after done
+}
+
+func startMarker(ctx context.Context, outbox Outbox, m *Metrics) *marker {
+	mk := &marker{ch: make(chan []int64, 16), done: make(chan struct{})}
+	go func() {
+		defer close(mk.done)
+		for seqs := range mk.ch {
+			if mk.err.Load() != nil {
+				continue // the pass is failing; it stops soon
+			}
+			// Take what queued up during the previous commit too:
+			// one commit (one fsync) for all of it.
+		more:
+			for {
+				select {
+				case s, ok := <-mk.ch:
+					if !ok {
+						break more
+					}
+					seqs = append(seqs, s...)
+				default:
+					break more
+				}
+			}
+			mctx, cancel := ctx, context.CancelFunc(func() {})
+			if ctx.Err() != nil {
+				// Shutting down: still record what JetStream
+				// acknowledged, within a short bound.
+				mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
+			}
+			err := outbox.MarkPublished(mctx, seqs)
+			cancel()
+			if err != nil {
+				m.failure(errKindStore)
+				err = fmt.Errorf("mark %d events published: %w", len(seqs), err)
+				mk.err.Store(&err)
+				continue
+			}
+			mk.n += len(seqs)
+		}
+	}()
+	return mk
+}
+
+func (mk *marker) add(seqs []int64) { mk.ch <- seqs }
+
+// failed returns the first marking error so far.
+func (mk *marker) failed() error {
+	if e := mk.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// close waits for every handed batch to be marked and reports how many
+// events were marked and the first error.
+func (mk *marker) close() (int, error) {
+	close(mk.ch)
+	<-mk.done
+	return mk.n, mk.failed()
+}
+
+// send publishes a run of events in sequence order: as one atomic batch
+// when it can, else one by one.
+func (p *pass) send(ctx context.Context, chunk []encoded) error {
+	r := p.r
+	if r.atomic && len(chunk) > 1 && p.fitsBatch(chunk) {
+		// A batch must not overtake events still awaiting their ack.
+		if err := p.awaitAll(ctx); err != nil {
+			return err
+		}
+		err := p.sendBatch(ctx, chunk)
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDuplicate:
+			// Some of these events are in the stream already (a
+			// retry after a lost ack, or a restart before the mark).
+			// One by one, the duplicate window acknowledges those
+			// without storing them again.
+			r.log.Debug("batch holds events already published; sending them one by one", "events", len(chunk))
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDisabled:
+			r.log.Warn("the stream no longer takes atomic batches; publishing one by one")
+			r.atomic = false
+		default:
+			return err
+		}
+	}
+	for _, e := range chunk {
+		if err := p.publishOne(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fitsBatch reports whether every event of chunk is well below the
+// server's maximum payload; an oversized one is left to publishOne, which
+// sets it aside.
+func (p *pass) fitsBatch(chunk []encoded) bool {
+	nc := p.r.js.Conn()
+	if nc == nil {
+		return false
+	}
+	limit := nc.MaxPayload() - batchHeaderRoom
+	for _, e := range chunk {
+		if int64(len(e.subject)+len(e.payload)) > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// batchHeaderRoom is more than the headers of a batch message take.
+const batchHeaderRoom = 512
+
+// sendBatch publishes chunk as atomic batches of at most maxAtomicBatch
+// events and waits for each commit's ack.
+func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
+	r := p.r
+	nc := r.js.Conn()
+	for len(chunk) > 0 {
+		part := chunk[:min(len(chunk), maxAtomicBatch)]
+		chunk = chunk[len(part):]
+		batchID := nuid.Next()
+		var commit jetstream.PubAckFuture
+		sent := time.Now()
+		for i, e := range part {
+			m := &nats.Msg{Subject: e.subject, Data: e.payload, Header: nats.Header{
+				jetstream.MsgIDHeader: {e.ev.ID},
+				"Nats-Batch-Id":       {batchID},
+				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
+			}}
+			if i < len(part)-1 {
+				// Only the commit is acknowledged; a failure of an
+				// earlier message fails the commit.
+				if err := nc.PublishMsg(m); err != nil {
+					r.cfg.Metrics.failure(errKindNATS)
+					return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
+				}
+				continue
+			}
+			m.Header.Set("Nats-Batch-Commit", "1")
+			var err error
+			if commit, err = r.js.PublishMsgAsync(m); err != nil {
+				r.cfg.Metrics.failure(errKindNATS)
+				return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
+			}
+		}
+		last := part[len(part)-1].ev
+		if _, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)}); err != nil {
+			var apiErr *jetstream.APIError
+			switch {
+			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled):
+				// The caller falls back; not a failure to count.
+			case errors.Is(err, errAckTimeout):
+				r.cfg.Metrics.failure(errKindTimeout)
+			case ctx.Err() == nil:
+				r.cfg.Metrics.failure(errKindNATS)
+			}
+			return fmt.Errorf("publish batch of %d events ending at %s: %w", len(part), last.ID, err)
+		}
+		for _, e := range part {
+			r.cfg.Metrics.ack(false)
+			p.acknowledged(e.ev.Seq)
+		}
+	}
+	return nil
+}
+
+// publishOne publishes one event asynchronously. It first waits, if need
+// be, for the ack of the same order's previous event (order per order) and
+// for room in the window.
+func (p *pass) publishOne(ctx context.Context, e encoded) error {
+	r := p.r
+	ev := e.ev
+	for p.busy[ev.EventSubject] > 0 || len(p.queue) >= r.cfg.Window {
+		if err := p.ackHead(ctx); err != nil {
+			return err
+		}
+	}
+	sent := time.Now()
+	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))
+	if err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			r.skip(ev, err)
+			return nil
+		}
+		r.cfg.Metrics.failure(errKindNATS)
+		return fmt.Errorf("publish %s: %w", ev.ID, err)
+	}
+	p.queue = append(p.queue, inflight{
+		seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
+		deadline: sent.Add(r.cfg.PublishTimeout),
+	})
+	p.busy[ev.EventSubject]++
+	return nil
+}
+
+// awaitAll waits for every outstanding ack.
+func (p *pass) awaitAll(ctx context.Context) error {
 	for len(p.queue) > 0 {
 		if err := p.ackHead(ctx); err != nil {
 			return err
 		}
 	}
-	return p.mark(ctx)
+	return nil
 }
 
 // ackHead waits for the oldest outstanding ack.
@@ -451,10 +737,7 @@ func (p *pass) ackHead(ctx context.Context) error {
 		return fmt.Errorf("publish %s: %w", f.id, err)
 	}
 	r.cfg.Metrics.ack(ack.Duplicate)
-	p.acked = append(p.acked, f.seq)
-	if len(p.acked) >= r.cfg.BatchSize {
-		return p.mark(ctx)
-	}
+	p.acknowledged(f.seq)
 	return nil
 }
 
@@ -479,20 +762,6 @@ func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// mark records the acknowledged events as published.
-func (p *pass) mark(ctx context.Context) error {
-	if len(p.acked) == 0 {
-		return nil
-	}
-	if err := p.r.outbox.MarkPublished(ctx, p.acked); err != nil {
-		p.r.cfg.Metrics.failure(errKindStore)
-		return fmt.Errorf("mark %d events published: %w", len(p.acked), err)
-	}
-	p.marked += len(p.acked)
-	p.acked = p.acked[:0]
-	return nil
 }
 
 // skip sets aside an event that can never be published as it is (its row

@@ -80,16 +80,27 @@ func TestRelay_PublishesEachStateOnce(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  publish.RelayConfig
+		// oneByOne: a stream that refuses atomic batches (as servers
+		// before 2.12 do), so every event goes alone.
+		oneByOne bool
 	}{
-		{"defaults", publish.RelayConfig{}},
-		{"one at a time", publish.RelayConfig{BatchSize: 1, Window: 1}},
-		{"batches smaller than the load", publish.RelayConfig{BatchSize: 7, Window: 3}},
+		{"defaults", publish.RelayConfig{}, false},
+		{"one at a time", publish.RelayConfig{BatchSize: 1, Window: 1}, false},
+		{"batches smaller than the load", publish.RelayConfig{BatchSize: 7, Window: 3}, false},
+		{"stream without atomic batches", publish.RelayConfig{}, true},
+		{"stream without atomic batches, small window", publish.RelayConfig{BatchSize: 7, Window: 3}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
 			_, js := connectJS(t, e.ClientURL())
-			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+			if tt.oneByOne {
+				if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
+					Name: "ORDERD", Subjects: []string{"orderd.>"}, Storage: jetstream.FileStorage,
+				}); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
 				t.Fatal(err)
 			}
 			st, _ := openStore(t, store.Options{})
@@ -137,6 +148,16 @@ func TestRelay_PublishesEachStateOnce(t *testing.T) {
 					t.Errorf("order %s: events %v, want processing then completed", id, got)
 				}
 			}
+			batched := 0
+			for _, m := range msgs {
+				if m.Headers().Get("Nats-Batch-Id") != "" {
+					batched++
+				}
+			}
+			t.Logf("%d of %d events came in atomic batches", batched, len(msgs))
+			if tt.oneByOne && batched > 0 {
+				t.Errorf("%d events were sent in atomic batches to a stream that does not take them", batched)
+			}
 		})
 	}
 }
@@ -174,7 +195,9 @@ func TestRelay_SurvivesNATSOutage(t *testing.T) {
 		apply(t, st, o, "processing", false, store.SourceWebhook)
 	}
 	_, check := connectJS(t, url)
-	waitFor(t, 10*time.Second, "20 events before the outage", func() bool { return streamCount(t, check, "ORDERD") == 20 })
+	waitFor(t, 10*time.Second, "20 events before the outage", func() bool {
+		return streamCount(t, check, "ORDERD") == 20 && backlog(t, st) == 0
+	})
 
 	e.Shutdown()
 	// Ingest goes on: every apply commits while NATS is away.
@@ -263,12 +286,31 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 			if got := backlog(t, st); got != n {
 				t.Fatalf("backlog after the crash = %d, want %d (nothing marked)", got, n)
 			}
+			// All were pending at once, so they went as one atomic
+			// batch; the second relay's batch of the same events is
+			// refused as a whole and it must fall back to one by one.
+			batches := make(map[string]int)
+			for _, m := range streamMsgs(t, js, "ORDERD") {
+				batches[m.Headers().Get("Nats-Batch-Id")]++
+			}
+			if len(batches) != 1 || batches[""] != 0 {
+				t.Errorf("first relay's events by batch id: %v, want one batch of %d", batches, n)
+			}
 
 			if tt.restartNATS {
 				e.Shutdown()
 				port := url[strings.LastIndex(url, ":")+1:]
 				startNATS(t, dir, "127.0.0.1:"+port)
 				_, js = connectJS(t, url)
+			}
+			// Orders keep coming while orderd is down: the second
+			// relay's first batch mixes events already in the stream
+			// with new ones.
+			const more = 5
+			for i := range more {
+				o := newTestOrder("after", i)
+				orders[o.id] = o
+				apply(t, st, o, "processing", false, store.SourceWebhook)
 			}
 			reg := prometheus.NewRegistry()
 			m, err := publish.NewMetrics(reg)
@@ -288,8 +330,8 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 				t.Errorf("JetStream reported %v duplicates, want %d", got, n)
 			}
 			msgs := streamMsgs(t, js, "ORDERD")
-			if len(msgs) != n {
-				t.Fatalf("stream holds %d events, want each of %d once", len(msgs), n)
+			if len(msgs) != n+more {
+				t.Fatalf("stream holds %d events, want each of %d once", len(msgs), n+more)
 			}
 			checkEvents(t, msgs, orders, store.SourceWebhook)
 		})
@@ -382,10 +424,9 @@ func TestRelay_PicksUpEventsFromAnotherProcess(t *testing.T) {
 	default:
 	}
 	apply(t, other, newTestOrder("cli", 1), "completed", false, store.SourcePoll)
-	waitFor(t, 5*time.Second, "the event written by the other handle", func() bool { return streamCount(t, js, "ORDERD") == 1 })
-	if got := backlog(t, st); got != 0 {
-		t.Errorf("backlog = %d, want 0", got)
-	}
+	waitFor(t, 5*time.Second, "the event written by the other handle, published and marked", func() bool {
+		return streamCount(t, js, "ORDERD") == 1 && backlog(t, st) == 0
+	})
 }
 
 func TestRelay_ProvisionsStreamWhenNATSComesUp(t *testing.T) {

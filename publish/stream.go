@@ -84,10 +84,13 @@ func (cfg StreamConfig) streamConfig() (jetstream.StreamConfig, error) {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  dup,
-		MaxAge:      cfg.MaxAge,
-		MaxBytes:    -1,
-		MaxMsgs:     -1,
-		Replicas:    replicas,
+		// Lets the relay send runs of events as atomic batches, which a
+		// single server with SyncAlways stores with one fsync each.
+		AllowAtomicPublish: true,
+		MaxAge:             cfg.MaxAge,
+		MaxBytes:           -1,
+		MaxMsgs:            -1,
+		Replicas:           replicas,
 	}
 	if cfg.MaxBytes > 0 {
 		sc.MaxBytes = cfg.MaxBytes

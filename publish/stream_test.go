@@ -43,7 +43,7 @@ func TestEnsureStream(t *testing.T) {
 			if got.Name != tt.want.Name || strings.Join(got.Subjects, ",") != strings.Join(tt.want.Subjects, ",") ||
 				got.Duplicates != tt.want.Duplicates || got.MaxAge != tt.want.MaxAge ||
 				got.MaxBytes != tt.want.MaxBytes || got.MaxMsgs != tt.want.MaxMsgs ||
-				got.Storage != jetstream.FileStorage || got.Replicas != 1 {
+				got.Storage != jetstream.FileStorage || got.Replicas != 1 || !got.AllowAtomicPublish {
 				t.Errorf("stream config = %+v", got)
 			}
 		})
