@@ -126,11 +126,13 @@ type webhookClient struct {
 	hc  *http.Client
 }
 
-func newWebhookClient(url string) *webhookClient {
-	return &webhookClient{url: url, hc: &http.Client{
+func newWebhookClient(t *testing.T, url string) *webhookClient {
+	c := &webhookClient{url: url, hc: &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
 	}}
+	t.Cleanup(c.hc.CloseIdleConnections)
+	return c
 }
 
 // answer is the receiver's answer to one post; status 0 means no answer.
@@ -163,6 +165,7 @@ func (c *webhookClient) post(ctx context.Context, body []byte, sig string) answe
 // sent records one delivery the load generator made.
 type sent struct {
 	id, moid string
+	state    string // the order status the body carries
 	body     []byte
 	sig      string
 	repeat   bool // a repeat of an earlier acked body
@@ -238,7 +241,7 @@ func (g *loadGen) one(ctx context.Context, n int) {
 		}
 		g.mu.Unlock()
 		if prev != nil {
-			r := sent{id: prev.id, moid: prev.moid, body: prev.body, sig: prev.sig, repeat: true}
+			r := sent{id: prev.id, moid: prev.moid, state: prev.state, body: prev.body, sig: prev.sig, repeat: true}
 			r.ans = g.c.post(pctx, r.body, r.sig)
 			g.record(r)
 			return
@@ -249,7 +252,7 @@ func (g *loadGen) one(ctx context.Context, n int) {
 	amount := fmt.Sprintf("%d.%02d", 1+n%997, n%100)
 	for _, st := range g.statuses {
 		body := orderBody(id, moid, st, amount)
-		r := sent{id: id, moid: moid, body: body, sig: g.s.sign(g.t, body)}
+		r := sent{id: id, moid: moid, state: st, body: body, sig: g.s.sign(g.t, body)}
 		r.ans = g.c.post(pctx, r.body, r.sig)
 		g.record(r)
 	}

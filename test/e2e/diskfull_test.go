@@ -78,7 +78,7 @@ func TestStore_DiskFull(t *testing.T) {
 		fakeFlags: []string{"-webhook-base-delay", "100ms", "-max-webhook-delay", "400ms"}})
 	e.od.startReady()
 
-	c := newWebhookClient(e.od.webhooks)
+	c := newWebhookClient(t, e.od.webhooks)
 	ctx := context.WithoutCancel(t.Context())
 	type delivery struct {
 		id, moid string

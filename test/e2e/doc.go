@@ -26,10 +26,12 @@
 //   - TestReceiver_WebhookRetrySchedule: the provider's retries (up to 21
 //     deliveries of one body), duplicates, an older state after the final
 //     one and a re-formatted repeat give one event per distinct state.
-//   - TestStore_DiskFull: the store on a small tmpfs that is filled up; the
-//     receiver answers 503 (never 200 for what it did not store) and
-//     recovers once space returns. It is skipped, with the reason, only
-//     where mounting a tmpfs is not permitted.
+//   - TestStore_DiskFull: the store on a small tmpfs that is filled up
+//     (SQLite: "database or disk is full"); the receiver answers 503, never
+//     200 for what it did not store, the provider's own deliveries are
+//     retried, and it recovers without a restart once space returns. It is
+//     skipped, with the reason, only where mounting a tmpfs is not
+//     permitted.
 //
 // The tests need a Go toolchain (to build the binaries) and permission to
 // mount a tmpfs for the disk-full test (root). Run them with

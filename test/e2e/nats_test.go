@@ -46,7 +46,7 @@ func TestNATS_KilledUnderLoad(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.od.startReady()
 
-	gen := &loadGen{t: t, c: newWebhookClient(e.od.webhooks), s: e.signer, ns: rng.Uint32(),
+	gen := &loadGen{t: t, c: newWebhookClient(t, e.od.webhooks), s: e.signer, ns: rng.Uint32(),
 		rate: 100, workers: 8, max: 100 * 60, statuses: []string{"processing", "completed"}}
 	ctx, stopLoad := context.WithCancel(t.Context())
 	loadDone := make(chan struct{})
@@ -116,7 +116,7 @@ func TestNATS_DownAtStart(t *testing.T) {
 		t.Errorf("/readyz does not name NATS: %s", body)
 	}
 
-	gen := &loadGen{t: t, c: newWebhookClient(e.od.webhooks), s: e.signer, ns: rng.Uint32(),
+	gen := &loadGen{t: t, c: newWebhookClient(t, e.od.webhooks), s: e.signer, ns: rng.Uint32(),
 		rate: 100, workers: 4, max: 100, statuses: []string{"processing", "completed"}}
 	gen.run(t.Context())
 

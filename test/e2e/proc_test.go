@@ -325,7 +325,6 @@ type orderd struct {
 	dbPath   string
 	natsURL  string
 	p        *proc
-	starts   int
 	webhooks string // webhook URL
 }
 
@@ -384,20 +383,12 @@ shutdown_timeout: 10s
 		t.Fatal(err)
 	}
 	dumpLogsOnFailure(t, o.logPath)
-	t.Cleanup(func() {
-		// A clean stop at the end; a test that already stopped or killed
-		// it is left alone.
-		if o.p != nil && o.p.running() {
-			_ = o.p.stop(15 * time.Second)
-		}
-	})
 	return o
 }
 
 // start starts the daemon without waiting for it.
 func (o *orderd) start() {
 	o.t.Helper()
-	o.starts++
 	o.p = startProc(o.t, "orderd", o.logPath, nil, bins.orderd, "run", "-config", o.cfgPath)
 }
 

@@ -201,7 +201,7 @@ func TestReceiver_WebhookRetrySchedule(t *testing.T) {
 		}
 		delays = append(delays, d)
 	}
-	c := newWebhookClient(e.od.webhooks)
+	c := newWebhookClient(t, e.od.webhooks)
 	ctx := context.WithoutCancel(t.Context())
 	expectWord := func(what string, a answer, word string) {
 		t.Helper()
