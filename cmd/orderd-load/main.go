@@ -14,12 +14,13 @@
 // that only checks the signature with the same key and answers 200: the
 // ceiling that HTTP and signature verification set on this machine,
 // measured in the same run, so the receiver's rate can be read as a ratio
-// of it.
+// of it. The two alternate in -rounds rounds (default 4), each a share of
+// -n and -d, so a change in the machine's background load touches both.
 //
 // Usage:
 //
 //	orderd-load -gen-key-out FILE [-key-type ecdsa|rsa]
-//	orderd-load [-url URL] [-ceiling] -key FILE (-flat | -rate N) [-c N] [-n N] [-d D] [-repeat F]
+//	orderd-load [-url URL] [-ceiling] -key FILE (-flat | -rate N) [-c N] [-n N] [-d D] [-repeat F] [-rounds R]
 //
 // -gen-key-out writes a fresh private key to FILE (mode 0600) and its
 // public key to FILE.pub; list FILE.pub under provider.public_keys in the

@@ -19,14 +19,14 @@ import (
 	"orderd/store"
 )
 
-// target is the real receiver over a real store in a temporary directory,
+// liveReceiver is the real receiver over a real store in a temporary directory,
 // verifying with the public key the tool generated.
-type target struct {
+type liveReceiver struct {
 	url   string
 	store *store.Store
 }
 
-func startReceiver(t *testing.T, pubFile string) *target {
+func startReceiver(t *testing.T, pubFile string) *liveReceiver {
 	t.Helper()
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
 	if err != nil {
@@ -59,10 +59,10 @@ func startReceiver(t *testing.T, pubFile string) *target {
 			t.Errorf("close server: %v", err)
 		}
 	})
-	return &target{url: "http://" + srv.Addr() + receiver.DefaultPath, store: st}
+	return &liveReceiver{url: "http://" + srv.Addr() + receiver.DefaultPath, store: st}
 }
 
-func (tg *target) count(t *testing.T, table string) int {
+func (tg *liveReceiver) count(t *testing.T, table string) int {
 	t.Helper()
 	var n int
 	if err := tg.store.DB().QueryRowContext(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
@@ -294,6 +294,7 @@ func TestRun_Usage(t *testing.T) {
 		{"key file missing", []string{"-ceiling", "-key", priv + ".missing", "-flat", "-n", "1"}, "-key"},
 		{"public key as private", []string{"-ceiling", "-key", priv + ".pub", "-flat", "-n", "1"}, "-key"},
 		{"unknown key type", []string{"-gen-key-out", filepath.Join(t.TempDir(), "k.pem"), "-key-type", "dsa"}, "-key-type"},
+		{"no rounds", []string{"-ceiling", "-key", priv, "-flat", "-n", "1", "-rounds", "0"}, "-rounds"},
 		{"stray argument", []string{"-ceiling", "-key", priv, "-flat", "-n", "1", "extra"}, "extra"},
 	}
 	for _, tt := range tests {

@@ -47,10 +47,21 @@ type result struct {
 	firstErr error
 }
 
-// measure sends the phase's requests to url and collects the answers.
-// Requests in flight when the duration ends are waited for (each within
-// timeout); no new one starts after it.
-func measure(ctx context.Context, url string, c *corpus, cfg loadConfig) (*result, error) {
+// target is one endpoint under measurement. Its fresh-body counter, its
+// acknowledged bodies and its result carry over from round to round.
+type target struct {
+	url    string
+	corpus *corpus
+	cfg    loadConfig
+	tr     *http.Transport
+	client *http.Client
+	fresh  atomic.Int64
+	acked  *ackRing
+	res    result
+	rounds int
+}
+
+func newTarget(url string, c *corpus, cfg loadConfig) *target {
 	tr := &http.Transport{
 		MaxIdleConns:        cfg.conc,
 		MaxIdleConnsPerHost: cfg.conc,
@@ -58,31 +69,49 @@ func measure(ctx context.Context, url string, c *corpus, cfg loadConfig) (*resul
 		DisableCompression:  true,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: cfg.timeout}
+	return &target{
+		url: url, corpus: c, cfg: cfg, tr: tr,
+		client: &http.Client{Transport: tr, Timeout: cfg.timeout},
+		acked:  &ackRing{ids: make([]int, 0, 4096)},
+	}
+}
 
+// close drops the target's idle connections.
+func (tg *target) close() { tg.tr.CloseIdleConnections() }
+
+// result returns what every round measured together, latencies sorted.
+func (tg *target) result() *result {
+	slices.Sort(tg.res.latencies)
+	return &tg.res
+}
+
+// round sends at most requests requests within duration to the target
+// and adds the answers to its result. Requests in flight when the
+// duration ends are waited for (each within the timeout); no new one
+// starts after it.
+func (tg *target) round(ctx context.Context, requests int, duration time.Duration) error {
+	cfg := tg.cfg
 	start := time.Now()
-	deadline := start.Add(cfg.duration)
+	deadline := start.Add(duration)
 	stop, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
 	var (
-		next, fresh atomic.Int64
-		acked       = &ackRing{ids: make([]int, 0, 4096)}
-		parts       = make([]result, cfg.conc)
-		wg          sync.WaitGroup
+		next  atomic.Int64
+		parts = make([]result, cfg.conc)
+		wg    sync.WaitGroup
 	)
 	for w := range cfg.conc {
 		wg.Go(func() {
 			s := sender{
-				url: url, client: client, corpus: c, cfg: cfg, acked: acked,
-				rng: rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano()))),
+				url: tg.url, client: tg.client, corpus: tg.corpus, cfg: cfg, acked: tg.acked,
+				rng: rand.New(rand.NewPCG(uint64(tg.rounds*cfg.conc+w), uint64(start.UnixNano()))),
 				res: &parts[w],
 			}
-			s.res.latencies = make([]time.Duration, 0, cfg.requests/cfg.conc+1)
+			s.res.latencies = make([]time.Duration, 0, requests/cfg.conc+1)
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= cfg.requests {
+				if i >= requests {
 					return
 				}
 				if cfg.rate > 0 {
@@ -95,15 +124,17 @@ func measure(ctx context.Context, url string, c *corpus, cfg loadConfig) (*resul
 				if stop.Err() != nil {
 					return
 				}
-				if !s.send(ctx, i, &fresh) {
+				if !s.send(ctx, i, &tg.fresh) {
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
+	tg.rounds++
 
-	res := &result{elapsed: time.Since(start)}
+	res := &tg.res
+	res.elapsed += time.Since(start)
 	for i := range parts {
 		p := &parts[i]
 		res.sent += p.sent
@@ -119,11 +150,7 @@ func measure(ctx context.Context, url string, c *corpus, cfg loadConfig) (*resul
 			res.firstErr = p.firstErr
 		}
 	}
-	slices.Sort(res.latencies)
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	return res, nil
+	return ctx.Err()
 }
 
 // sleepUntil waits for t; false when ctx ends first.

@@ -37,6 +37,7 @@ type options struct {
 	repeat    float64
 	timeout   time.Duration
 	presign   int
+	rounds    int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -56,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.repeat, "repeat", 0, "`fraction` of requests that resend an acknowledged body (0 to 1)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on one request")
 	fs.IntVar(&o.presign, "presign", defaultPresign, "distinct bodies to sign up front when only -d bounds a -flat run")
+	fs.IntVar(&o.rounds, "rounds", 4, "with -url and -ceiling, alternate the two in this many rounds")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -102,6 +104,8 @@ func (o *options) validate() error {
 		return usagef("-timeout must be positive")
 	case o.presign < 1 || o.presign > maxBodies:
 		return usagef("-presign must be between 1 and %d", maxBodies)
+	case o.rounds < 1 || o.rounds > 100:
+		return usagef("-rounds must be between 1 and 100")
 	}
 	if o.rate > 0 && o.total == 0 && o.rate*o.duration.Seconds() > maxBodies {
 		return usagef("-rate × -d is more than %d webhooks; bound it with -n", maxBodies)
@@ -174,30 +178,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.duration = maxRunTime
 	}
 
-	var ceilRes, targetRes *result
+	var targets []*target
+	names := map[*target]string{}
 	if o.ceiling {
 		srv, err := startCeiling(key.Public())
 		if err != nil {
 			return err
 		}
-		ceilRes, err = measure(ctx, srv.URL(), c, cfg)
-		srv.Close()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, ceilRes.summary("ceiling", cfg))
-		reportFirstError(stderr, "ceiling", ceilRes)
+		defer srv.Close()
+		tg := newTarget(srv.URL(), c, cfg)
+		targets, names[tg] = append(targets, tg), "ceiling"
 	}
 	if o.url != "" {
-		targetRes, err = measure(ctx, o.url, c, cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, targetRes.summary("orderd", cfg))
-		reportFirstError(stderr, "orderd", targetRes)
+		tg := newTarget(o.url, c, cfg)
+		targets, names[tg] = append(targets, tg), "orderd"
 	}
-	if ceilRes != nil && targetRes != nil && ceilRes.rate() > 0 {
-		fmt.Fprintf(stdout, "ratio=%.3f\n", targetRes.rate()/ceilRes.rate())
+	// With two targets the phases alternate in rounds, so a change in the
+	// machine's background load during the run touches both alike.
+	rounds := 1
+	if len(targets) > 1 {
+		rounds = o.rounds
+	}
+	for r := range rounds {
+		n := requests/rounds + boolInt(r < requests%rounds)
+		d := cfg.duration / time.Duration(rounds)
+		for _, tg := range targets {
+			if err := tg.round(ctx, n, d); err != nil {
+				return err
+			}
+		}
+	}
+	results := map[string]*result{}
+	for _, tg := range targets {
+		tg.close()
+		res := tg.result()
+		results[names[tg]] = res
+		fmt.Fprintln(stdout, res.summary(names[tg], cfg))
+		reportFirstError(stderr, names[tg], res)
+	}
+	if ceil, tgt := results["ceiling"], results["orderd"]; ceil != nil && tgt != nil && ceil.rate() > 0 {
+		fmt.Fprintf(stdout, "ratio=%.3f\n", tgt.rate()/ceil.rate())
 	}
 	return ctx.Err()
 }
@@ -208,4 +228,11 @@ func reportFirstError(stderr io.Writer, target string, r *result) {
 	if r.firstErr != nil {
 		fmt.Fprintf(stderr, "orderd-load: %s: first failure: %v\n", target, r.firstErr)
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
