@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"orderd/store"
 )
@@ -205,6 +201,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	retry := time.NewTimer(0) // the first pass runs at once
 	defer retry.Stop()
 
+	ss := r.newSession(ctx)
+	defer ss.close()
 	r.prune(ctx)
 	var backoff time.Duration
 	for {
@@ -215,11 +213,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		if backoff == 0 {
 			wake, tick = r.outbox.Notify(), poll.C
 		}
+		rescan := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
 		case <-tick:
+			rescan = true
 		case <-retry.C:
 		case <-reconnected:
 		case <-prune.C:
@@ -229,7 +229,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.reportBacklog(ctx)
 			continue
 		}
-		n, err := r.drain(ctx)
+		n, err := r.drain(ctx, ss, rescan)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -253,11 +253,17 @@ func (r *Relay) Run(ctx context.Context) error {
 // connection is drained, with a bounded ctx. It may also run beside Run: the
 // two take turns.
 func (r *Relay) Flush(ctx context.Context) error {
+	ss := r.newSession(ctx)
+	defer ss.close()
 	var backoff time.Duration
 	for {
-		_, err := r.drain(ctx)
+		_, err := r.drain(ctx, ss, true)
 		if err == nil {
-			return nil
+			// Done once every acknowledged event is marked.
+			if err = ss.marker.wait(); err == nil {
+				return nil
+			}
+			ss.cursor = 0
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("flush outbox: %w", err)
@@ -316,460 +322,4 @@ func (r *Relay) reportBacklog(ctx context.Context) {
 		age = max(r.cfg.Now().Sub(oldest).Seconds(), 0)
 	}
 	r.cfg.Metrics.setBacklog(n, age)
-}
-
-// inflight is one published event awaiting its ack.
-type inflight struct {
-	seq      int64
-	key      string // the event subject: the order, for ordering
-	id       string
-	paf      jetstream.PubAckFuture
-	deadline time.Time
-}
-
-// encoded is an outbox event ready to be sent.
-type encoded struct {
-	ev      store.OutboxEvent
-	subject string
-	payload []byte
-}
-
-// errAckTimeout is returned when no ack came within PublishTimeout.
-var errAckTimeout = errors.New("no ack within the publish timeout")
-
-// JetStream error codes the relay reacts to.
-const (
-	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // atomic publish is disabled
-	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // atomic batch contains a duplicate message id
-)
-
-// maxAtomicBatch is the server's default limit on an atomic batch.
-const maxAtomicBatch = 1000
-
-// prepare makes sure the stream exists (when the relay provisions it) and
-// learns whether it takes atomic batches.
-func (r *Relay) prepare(ctx context.Context) error {
-	if r.streamReady {
-		return nil
-	}
-	var s jetstream.Stream
-	var err error
-	if r.cfg.Stream != nil {
-		s, err = EnsureStream(ctx, r.js, *r.cfg.Stream)
-	} else {
-		var name string
-		name, err = r.js.StreamNameBySubject(ctx, r.cfg.Prefix+".orders")
-		if err == nil {
-			s, err = r.js.Stream(ctx, name)
-		}
-		if err != nil {
-			err = fmt.Errorf("find the stream for %s.>: %w", r.cfg.Prefix, err)
-		}
-	}
-	if err != nil {
-		r.cfg.Metrics.failure(errKindNATS)
-		return err
-	}
-	batches := s.CachedInfo().Config.AllowAtomicPublish
-	if batches != r.atomic {
-		r.log.Info("publishing mode", "atomic_batches", batches, "stream", s.CachedInfo().Config.Name)
-	}
-	r.atomic = batches
-	r.streamReady = true
-	return nil
-}
-
-// drain makes one pass over the outbox and returns how many events it
-// marked published. With a stream that takes atomic batches it sends each
-// run of pending events as one batch, which JetStream stores with a single
-// fsync under SyncAlways and acknowledges once; otherwise, or when a batch
-// is refused because it holds an event already in the stream, it publishes
-// events one by one with up to Window acks outstanding. Reading the next
-// run from the store and marking acknowledged events published overlap with
-// publishing. On the first failure it stops, marks the acknowledged prefix
-// and returns the error; the next pass starts again from the first
-// unacknowledged event. Each pass starts from the lowest pending sequence,
-// so nothing is skipped however the store assigns sequences.
-func (r *Relay) drain(ctx context.Context) (published int, err error) {
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	defer func() { <-r.sem }()
-
-	if err := r.prepare(ctx); err != nil {
-		return 0, err
-	}
-	p := pass{r: r, busy: make(map[string]int), marker: startMarker(ctx, r.outbox, r.cfg.Metrics)}
-	err = p.run(ctx)
-	// Keep what was acknowledged, also after a failure or a cancelled
-	// ctx, so that those events are not sent again.
-	p.flushAcked()
-	marked, merr := p.marker.close()
-	if merr != nil {
-		err = errors.Join(err, merr)
-	}
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		// The stream may be gone: provision (or look it up) again
-		// before the next pass.
-		r.streamReady = false
-	}
-	return marked, err
-}
-
-// pass is the state of one drain.
-type pass struct {
-	r      *Relay
-	queue  []inflight     // in publish order; the head is the oldest
-	busy   map[string]int // in-flight events per key
-	acked  []int64        // acknowledged, not yet handed to the marker
-	marker *marker
-}
-
-// page is the result of one read of the outbox.
-type page struct {
-	events []store.OutboxEvent
-	err    error
-}
-
-func (p *pass) run(ctx context.Context) error {
-	r := p.r
-	// Reads run ahead by one page, in a goroutine this function waits
-	// for before it returns.
-	var reads sync.WaitGroup
-	defer reads.Wait()
-	read := func(after int64) <-chan page {
-		ch := make(chan page, 1)
-		reads.Go(func() {
-			evs, err := r.outbox.PendingEvents(ctx, after, r.cfg.BatchSize)
-			ch <- page{evs, err}
-		})
-		return ch
-	}
-
-	next := read(0)
-	chunk := make([]encoded, 0, r.cfg.BatchSize)
-	for next != nil {
-		pg := <-next
-		next = nil
-		if pg.err != nil {
-			r.cfg.Metrics.failure(errKindStore)
-			return fmt.Errorf("read outbox: %w", pg.err)
-		}
-		if len(pg.events) == 0 {
-			break
-		}
-		if len(pg.events) == r.cfg.BatchSize {
-			next = read(pg.events[len(pg.events)-1].Seq)
-		}
-		chunk = chunk[:0]
-		for _, ev := range pg.events {
-			if r.skipped[ev.Seq] {
-				continue
-			}
-			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
-			if err != nil {
-				r.skip(ev, err)
-				continue
-			}
-			chunk = append(chunk, encoded{ev: ev, subject: subject, payload: payload})
-		}
-		if err := p.send(ctx, chunk); err != nil {
-			return err
-		}
-		if err := p.marker.failed(); err != nil {
-			return err
-		}
-	}
-	return p.awaitAll(ctx)
-}
-
-// acknowledged records an acked event; full batches go to the marker.
-func (p *pass) acknowledged(seq int64) {
-	p.acked = append(p.acked, seq)
-	if len(p.acked) >= p.r.cfg.BatchSize {
-		p.flushAcked()
-	}
-}
-
-func (p *pass) flushAcked() {
-	if len(p.acked) == 0 {
-		return
-	}
-	p.marker.add(p.acked)
-	p.acked = make([]int64, 0, p.r.cfg.BatchSize)
-}
-
-// marker marks acknowledged events published in a goroutine of its own, so
-// that the store's commit overlaps with publishing. Its owner, the pass,
-// stops it with close.
-type marker struct {
-	ch   chan []int64
-	done chan struct{}
-	err  atomic.Pointer[error]
-	n    int // marked; read after done
-}
-
-func startMarker(ctx context.Context, outbox Outbox, m *Metrics) *marker {
-	mk := &marker{ch: make(chan []int64, 16), done: make(chan struct{})}
-	go func() {
-		defer close(mk.done)
-		for seqs := range mk.ch {
-			if mk.err.Load() != nil {
-				continue // the pass is failing; it stops soon
-			}
-			// Take what queued up during the previous commit too:
-			// one commit (one fsync) for all of it.
-		more:
-			for {
-				select {
-				case s, ok := <-mk.ch:
-					if !ok {
-						break more
-					}
-					seqs = append(seqs, s...)
-				default:
-					break more
-				}
-			}
-			mctx, cancel := ctx, context.CancelFunc(func() {})
-			if ctx.Err() != nil {
-				// Shutting down: still record what JetStream
-				// acknowledged, within a short bound.
-				mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
-			}
-			err := outbox.MarkPublished(mctx, seqs)
-			cancel()
-			if err != nil {
-				m.failure(errKindStore)
-				err = fmt.Errorf("mark %d events published: %w", len(seqs), err)
-				mk.err.Store(&err)
-				continue
-			}
-			mk.n += len(seqs)
-		}
-	}()
-	return mk
-}
-
-func (mk *marker) add(seqs []int64) { mk.ch <- seqs }
-
-// failed returns the first marking error so far.
-func (mk *marker) failed() error {
-	if e := mk.err.Load(); e != nil {
-		return *e
-	}
-	return nil
-}
-
-// close waits for every handed batch to be marked and reports how many
-// events were marked and the first error.
-func (mk *marker) close() (int, error) {
-	close(mk.ch)
-	<-mk.done
-	return mk.n, mk.failed()
-}
-
-// send publishes a run of events in sequence order: as one atomic batch
-// when it can, else one by one.
-func (p *pass) send(ctx context.Context, chunk []encoded) error {
-	r := p.r
-	if r.atomic && len(chunk) > 1 && p.fitsBatch(chunk) {
-		// A batch must not overtake events still awaiting their ack.
-		if err := p.awaitAll(ctx); err != nil {
-			return err
-		}
-		err := p.sendBatch(ctx, chunk)
-		var apiErr *jetstream.APIError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDuplicate:
-			// Some of these events are in the stream already (a
-			// retry after a lost ack, or a restart before the mark).
-			// One by one, the duplicate window acknowledges those
-			// without storing them again.
-			r.log.Debug("batch holds events already published; sending them one by one", "events", len(chunk))
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDisabled:
-			r.log.Warn("the stream no longer takes atomic batches; publishing one by one")
-			r.atomic = false
-		default:
-			return err
-		}
-	}
-	for _, e := range chunk {
-		if err := p.publishOne(ctx, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fitsBatch reports whether every event of chunk is well below the
-// server's maximum payload; an oversized one is left to publishOne, which
-// sets it aside.
-func (p *pass) fitsBatch(chunk []encoded) bool {
-	nc := p.r.js.Conn()
-	if nc == nil {
-		return false
-	}
-	limit := nc.MaxPayload() - batchHeaderRoom
-	for _, e := range chunk {
-		if int64(len(e.subject)+len(e.payload)) > limit {
-			return false
-		}
-	}
-	return true
-}
-
-// batchHeaderRoom is more than the headers of a batch message take.
-const batchHeaderRoom = 512
-
-// sendBatch publishes chunk as atomic batches of at most maxAtomicBatch
-// events and waits for each commit's ack.
-func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
-	r := p.r
-	nc := r.js.Conn()
-	for len(chunk) > 0 {
-		part := chunk[:min(len(chunk), maxAtomicBatch)]
-		chunk = chunk[len(part):]
-		batchID := nuid.Next()
-		var commit jetstream.PubAckFuture
-		sent := time.Now()
-		for i, e := range part {
-			m := &nats.Msg{Subject: e.subject, Data: e.payload, Header: nats.Header{
-				jetstream.MsgIDHeader: {e.ev.ID},
-				"Nats-Batch-Id":       {batchID},
-				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
-			}}
-			if i < len(part)-1 {
-				// Only the commit is acknowledged; a failure of an
-				// earlier message fails the commit.
-				if err := nc.PublishMsg(m); err != nil {
-					r.cfg.Metrics.failure(errKindNATS)
-					return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
-				}
-				continue
-			}
-			m.Header.Set("Nats-Batch-Commit", "1")
-			var err error
-			if commit, err = r.js.PublishMsgAsync(m); err != nil {
-				r.cfg.Metrics.failure(errKindNATS)
-				return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
-			}
-		}
-		last := part[len(part)-1].ev
-		if _, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)}); err != nil {
-			var apiErr *jetstream.APIError
-			switch {
-			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled):
-				// The caller falls back; not a failure to count.
-			case errors.Is(err, errAckTimeout):
-				r.cfg.Metrics.failure(errKindTimeout)
-			case ctx.Err() == nil:
-				r.cfg.Metrics.failure(errKindNATS)
-			}
-			return fmt.Errorf("publish batch of %d events ending at %s: %w", len(part), last.ID, err)
-		}
-		for _, e := range part {
-			r.cfg.Metrics.ack(false)
-			p.acknowledged(e.ev.Seq)
-		}
-	}
-	return nil
-}
-
-// publishOne publishes one event asynchronously. It first waits, if need
-// be, for the ack of the same order's previous event (order per order) and
-// for room in the window.
-func (p *pass) publishOne(ctx context.Context, e encoded) error {
-	r := p.r
-	ev := e.ev
-	for p.busy[ev.EventSubject] > 0 || len(p.queue) >= r.cfg.Window {
-		if err := p.ackHead(ctx); err != nil {
-			return err
-		}
-	}
-	sent := time.Now()
-	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))
-	if err != nil {
-		if errors.Is(err, nats.ErrMaxPayload) {
-			r.skip(ev, err)
-			return nil
-		}
-		r.cfg.Metrics.failure(errKindNATS)
-		return fmt.Errorf("publish %s: %w", ev.ID, err)
-	}
-	p.queue = append(p.queue, inflight{
-		seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
-		deadline: sent.Add(r.cfg.PublishTimeout),
-	})
-	p.busy[ev.EventSubject]++
-	return nil
-}
-
-// awaitAll waits for every outstanding ack.
-func (p *pass) awaitAll(ctx context.Context) error {
-	for len(p.queue) > 0 {
-		if err := p.ackHead(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ackHead waits for the oldest outstanding ack.
-func (p *pass) ackHead(ctx context.Context) error {
-	r := p.r
-	f := p.queue[0]
-	p.queue = p.queue[1:]
-	if p.busy[f.key]--; p.busy[f.key] == 0 {
-		delete(p.busy, f.key)
-	}
-	ack, err := awaitAck(ctx, f)
-	if err != nil {
-		if errors.Is(err, errAckTimeout) {
-			r.cfg.Metrics.failure(errKindTimeout)
-		} else if ctx.Err() == nil {
-			r.cfg.Metrics.failure(errKindNATS)
-		}
-		return fmt.Errorf("publish %s: %w", f.id, err)
-	}
-	r.cfg.Metrics.ack(ack.Duplicate)
-	p.acknowledged(f.seq)
-	return nil
-}
-
-func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
-	ok, failed := f.paf.Ok(), f.paf.Err()
-	select {
-	case ack := <-ok:
-		return ack, nil
-	case err := <-failed:
-		return nil, err
-	default:
-	}
-	t := time.NewTimer(time.Until(f.deadline))
-	defer t.Stop()
-	select {
-	case ack := <-ok:
-		return ack, nil
-	case err := <-failed:
-		return nil, err
-	case <-t.C:
-		return nil, errAckTimeout
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// skip sets aside an event that can never be published as it is (its row
-// is malformed, or it exceeds the server's maximum payload). It stays
-// unpublished in the outbox, where the backlog metrics and an error log
-// line show it; holding every other event back behind it would be worse.
-func (r *Relay) skip(ev store.OutboxEvent, err error) {
-	r.skipped[ev.Seq] = true
-	r.cfg.Metrics.failure(errKindInvalid)
-	r.log.Error("event cannot be published; left in the outbox", "seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "err", err)
 }

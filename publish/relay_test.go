@@ -571,3 +571,61 @@ func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
 		t.Errorf("backlog = %d, want the event kept for the next start", got)
 	}
 }
+
+// flakyOutbox is the real store whose first MarkPublished calls fail, as a
+// busy or briefly unavailable database would make them.
+type flakyOutbox struct {
+	*store.Store
+	failures atomic.Int32
+}
+
+func (f *flakyOutbox) MarkPublished(ctx context.Context, seqs []int64) error {
+	if f.failures.Add(-1) >= 0 {
+		return errors.New("database is locked")
+	}
+	return f.Store.MarkPublished(ctx, seqs)
+}
+
+func TestRelay_RecoversFromFailedMark(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, r *publish.Relay)
+	}{
+		{"run", func(t *testing.T, r *publish.Relay) { runRelay(t, r) }},
+		{"flush", func(t *testing.T, r *publish.Relay) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			if err := r.Flush(ctx); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+			_, js := connectJS(t, e.ClientURL())
+			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := openStore(t, store.Options{})
+			flaky := &flakyOutbox{Store: st}
+			flaky.failures.Store(2)
+			orders := make(map[string]testOrder)
+			for i := range 12 {
+				o := newTestOrder("flaky", i)
+				orders[o.id] = o
+				apply(t, st, o, "processing", false, store.SourceWebhook)
+			}
+			tt.run(t, newRelay(t, publish.RelayConfig{BatchSize: 4, MaxBackoff: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond}, flaky, js))
+			waitFor(t, 10*time.Second, "every event marked", func() bool { return backlog(t, st) == 0 })
+			if flaky.failures.Load() >= 0 {
+				t.Fatal("MarkPublished never failed; the test proves nothing")
+			}
+			msgs := streamMsgs(t, js, "ORDERD")
+			if len(msgs) != len(orders) {
+				t.Fatalf("stream holds %d events, want each of %d once", len(msgs), len(orders))
+			}
+			checkEvents(t, msgs, orders, store.SourceWebhook)
+		})
+	}
+}

@@ -1,0 +1,560 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"orderd/store"
+)
+
+// JetStream error codes the relay reacts to.
+const (
+	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // atomic publish is disabled
+	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // atomic batch contains a duplicate message id
+)
+
+const (
+	// maxAtomicBatch is the server's default limit on an atomic batch.
+	maxAtomicBatch = 1000
+	// batchHeaderRoom is more than the headers of a batch message take.
+	batchHeaderRoom = 512
+)
+
+// errAckTimeout is returned when no ack came within PublishTimeout.
+var errAckTimeout = errors.New("no ack within the publish timeout")
+
+// session is what one Run or Flush keeps from pass to pass.
+//
+// The cursor is the sequence up to which every event is acknowledged by
+// JetStream (handed to the marker) or set aside, so a pass woken by a
+// commit reads only newer events and never waits for the previous pass's
+// marking. The store's sequences only grow (AUTOINCREMENT, and SQLite has
+// one writer at a time), so nothing committed later can hide below the
+// cursor. To be safe regardless — and to resend events whose marking
+// failed — the cursor goes back to 0 after a failure and on each poll tick
+// while no marking is under way.
+type session struct {
+	cursor int64
+	marker *marker
+}
+
+func (r *Relay) newSession(ctx context.Context) *session {
+	return &session{marker: startMarker(ctx, r)}
+}
+
+// close waits until every acknowledged event is marked.
+func (ss *session) close() { ss.marker.close() }
+
+// prepare makes sure the stream exists (when the relay provisions it) and
+// learns whether it takes atomic batches.
+func (r *Relay) prepare(ctx context.Context) error {
+	if r.streamReady {
+		return nil
+	}
+	var s jetstream.Stream
+	var err error
+	if r.cfg.Stream != nil {
+		s, err = EnsureStream(ctx, r.js, *r.cfg.Stream)
+	} else {
+		var name string
+		name, err = r.js.StreamNameBySubject(ctx, r.cfg.Prefix+".orders")
+		if err == nil {
+			s, err = r.js.Stream(ctx, name)
+		}
+		if err != nil {
+			err = fmt.Errorf("find the stream for %s.>: %w", r.cfg.Prefix, err)
+		}
+	}
+	if err != nil {
+		r.cfg.Metrics.failure(errKindNATS)
+		return err
+	}
+	batches := s.CachedInfo().Config.AllowAtomicPublish
+	if batches != r.atomic {
+		r.log.Info("publishing mode", "atomic_batches", batches, "stream", s.CachedInfo().Config.Name)
+	}
+	r.atomic = batches
+	r.streamReady = true
+	return nil
+}
+
+// drain makes one pass over the outbox from the session's cursor (from the
+// start with rescan, when no marking is under way) and returns how many
+// events JetStream acknowledged.
+//
+// With a stream that takes atomic batches it sends each run of pending
+// events as one batch, which JetStream stores with a single fsync under
+// SyncAlways and acknowledges once; otherwise, or when a batch is refused
+// because it holds an event already in the stream, it publishes events one
+// by one with up to Window acks outstanding. The next run is read while the
+// current one is published, and acknowledged events are marked published
+// in the background. On the first failure it stops and returns the error;
+// the next pass starts again from the first unacknowledged event.
+func (r *Relay) drain(ctx context.Context, ss *session, rescan bool) (acked int, err error) {
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-r.sem }()
+
+	if rescan && ss.marker.idle() {
+		ss.cursor = 0
+	}
+	if err := r.prepare(ctx); err != nil {
+		return 0, err
+	}
+	p := pass{r: r, marker: ss.marker, busy: make(map[string]int), done: ss.cursor}
+	err = p.run(ctx)
+	p.flushAcked()
+	ss.cursor = p.done
+	if ss.marker.failed() != nil {
+		// Events whose marking failed (in this pass or since the
+		// last) are still unpublished in the store, below the cursor:
+		// read them again from the start once the marker has settled.
+		merr := ss.marker.wait()
+		ss.cursor = 0
+		if merr != nil && !errors.Is(err, merr) {
+			err = errors.Join(err, merr)
+		}
+	}
+	if err != nil && errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// The stream may be gone: provision (or look it up) again
+		// before the next pass.
+		r.streamReady = false
+	}
+	return p.acked, err
+}
+
+// pass is the state of one drain.
+type pass struct {
+	r      *Relay
+	marker *marker
+	queue  []inflight     // single publishes in order; the head is the oldest
+	busy   map[string]int // single publishes in flight per event subject
+	toMark []int64        // acknowledged, not yet handed to the marker
+	acked  int
+	// done is the highest sequence up to which every event read is
+	// acknowledged or set aside.
+	done int64
+}
+
+// inflight is one published event awaiting its ack.
+type inflight struct {
+	seq      int64
+	key      string // the event subject: the order, for ordering
+	id       string
+	paf      jetstream.PubAckFuture
+	deadline time.Time
+}
+
+// encoded is an outbox event ready to be sent.
+type encoded struct {
+	ev      store.OutboxEvent
+	subject string
+	payload []byte
+}
+
+// page is the result of one read of the outbox.
+type page struct {
+	events []store.OutboxEvent
+	err    error
+}
+
+func (p *pass) run(ctx context.Context) error {
+	r := p.r
+	// Reads run one page ahead, in a goroutine this function waits for
+	// before it returns.
+	var reads sync.WaitGroup
+	defer reads.Wait()
+	read := func(after int64) <-chan page {
+		ch := make(chan page, 1)
+		reads.Go(func() {
+			evs, err := r.outbox.PendingEvents(ctx, after, r.cfg.BatchSize)
+			ch <- page{evs, err}
+		})
+		return ch
+	}
+
+	next := read(p.done)
+	chunk := make([]encoded, 0, r.cfg.BatchSize)
+	for next != nil {
+		pg := <-next
+		next = nil
+		if pg.err != nil {
+			r.cfg.Metrics.failure(errKindStore)
+			return fmt.Errorf("read outbox: %w", pg.err)
+		}
+		if len(pg.events) == 0 {
+			break
+		}
+		if len(pg.events) == r.cfg.BatchSize {
+			next = read(pg.events[len(pg.events)-1].Seq)
+		}
+		chunk = chunk[:0]
+		for _, ev := range pg.events {
+			if r.skipped[ev.Seq] {
+				p.settled(ev.Seq)
+				continue
+			}
+			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
+			if err != nil {
+				r.skip(ev, err)
+				p.settled(ev.Seq)
+				continue
+			}
+			chunk = append(chunk, encoded{ev: ev, subject: subject, payload: payload})
+		}
+		if err := p.send(ctx, chunk); err != nil {
+			return err
+		}
+		if err := p.marker.failed(); err != nil {
+			return err
+		}
+	}
+	return p.awaitAll(ctx)
+}
+
+// settled moves done past seq when nothing before it is still in flight.
+func (p *pass) settled(seq int64) {
+	if len(p.queue) == 0 && seq > p.done {
+		p.done = seq
+	}
+}
+
+// send publishes a run of events in sequence order: as one atomic batch
+// when it can, else one by one.
+func (p *pass) send(ctx context.Context, chunk []encoded) error {
+	r := p.r
+	if r.atomic && len(chunk) > 1 && p.fitsBatch(chunk) {
+		// A batch must not overtake events still awaiting their ack.
+		if err := p.awaitAll(ctx); err != nil {
+			return err
+		}
+		err := p.sendBatch(ctx, chunk)
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDuplicate:
+			// Some of these events are in the stream already (a
+			// retry after a lost ack, or a restart before the mark).
+			// One by one, the duplicate window acknowledges those
+			// without storing them again.
+			r.log.Debug("batch holds events already published; sending them one by one", "events", len(chunk))
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDisabled:
+			r.log.Warn("the stream no longer takes atomic batches; publishing one by one")
+			r.atomic = false
+		default:
+			return err
+		}
+	}
+	for _, e := range chunk {
+		if e.ev.Seq <= p.done {
+			continue // acknowledged in a part of the batch that went through
+		}
+		if err := p.publishOne(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fitsBatch reports whether every event of chunk is well below the
+// server's maximum payload; an oversized one is left to publishOne, which
+// sets it aside.
+func (p *pass) fitsBatch(chunk []encoded) bool {
+	nc := p.r.js.Conn()
+	if nc == nil {
+		return false
+	}
+	limit := nc.MaxPayload() - batchHeaderRoom
+	for _, e := range chunk {
+		if int64(len(e.subject)+len(e.payload)) > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// sendBatch publishes chunk as atomic batches of at most maxAtomicBatch
+// events, each sent once the previous one is acknowledged.
+func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
+	r := p.r
+	nc := r.js.Conn()
+	for len(chunk) > 0 {
+		part := chunk[:min(len(chunk), maxAtomicBatch)]
+		chunk = chunk[len(part):]
+		batchID := nuid.Next()
+		var commit jetstream.PubAckFuture
+		sent := time.Now()
+		for i, e := range part {
+			m := &nats.Msg{Subject: e.subject, Data: e.payload, Header: nats.Header{
+				jetstream.MsgIDHeader: {e.ev.ID},
+				"Nats-Batch-Id":       {batchID},
+				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
+			}}
+			if i < len(part)-1 {
+				// Only the commit is acknowledged; a failure of an
+				// earlier message fails the commit.
+				if err := nc.PublishMsg(m); err != nil {
+					r.cfg.Metrics.failure(errKindNATS)
+					return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
+				}
+				continue
+			}
+			m.Header.Set("Nats-Batch-Commit", "1")
+			var err error
+			if commit, err = r.js.PublishMsgAsync(m); err != nil {
+				r.cfg.Metrics.failure(errKindNATS)
+				return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
+			}
+		}
+		last := part[len(part)-1].ev
+		if _, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)}); err != nil {
+			var apiErr *jetstream.APIError
+			switch {
+			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled):
+				// The caller falls back; not a failure to count.
+			case errors.Is(err, errAckTimeout):
+				r.cfg.Metrics.failure(errKindTimeout)
+			case ctx.Err() == nil:
+				r.cfg.Metrics.failure(errKindNATS)
+			}
+			return fmt.Errorf("publish batch of %d events ending at %s: %w", len(part), last.ID, err)
+		}
+		for _, e := range part {
+			r.cfg.Metrics.ack(false)
+			p.acknowledged(e.ev.Seq)
+		}
+	}
+	return nil
+}
+
+// publishOne publishes one event asynchronously. It first waits, if need
+// be, for the ack of the same order's previous event (order per order) and
+// for room in the window.
+func (p *pass) publishOne(ctx context.Context, e encoded) error {
+	r := p.r
+	ev := e.ev
+	for p.busy[ev.EventSubject] > 0 || len(p.queue) >= r.cfg.Window {
+		if err := p.ackHead(ctx); err != nil {
+			return err
+		}
+	}
+	sent := time.Now()
+	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))
+	if err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			r.skip(ev, err)
+			p.settled(ev.Seq)
+			return nil
+		}
+		r.cfg.Metrics.failure(errKindNATS)
+		return fmt.Errorf("publish %s: %w", ev.ID, err)
+	}
+	p.queue = append(p.queue, inflight{
+		seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
+		deadline: sent.Add(r.cfg.PublishTimeout),
+	})
+	p.busy[ev.EventSubject]++
+	return nil
+}
+
+// awaitAll waits for every outstanding ack.
+func (p *pass) awaitAll(ctx context.Context) error {
+	for len(p.queue) > 0 {
+		if err := p.ackHead(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ackHead waits for the oldest outstanding ack.
+func (p *pass) ackHead(ctx context.Context) error {
+	r := p.r
+	f := p.queue[0]
+	p.queue = p.queue[1:]
+	if p.busy[f.key]--; p.busy[f.key] == 0 {
+		delete(p.busy, f.key)
+	}
+	ack, err := awaitAck(ctx, f)
+	if err != nil {
+		if errors.Is(err, errAckTimeout) {
+			r.cfg.Metrics.failure(errKindTimeout)
+		} else if ctx.Err() == nil {
+			r.cfg.Metrics.failure(errKindNATS)
+		}
+		return fmt.Errorf("publish %s: %w", f.id, err)
+	}
+	r.cfg.Metrics.ack(ack.Duplicate)
+	p.acknowledged(f.seq)
+	return nil
+}
+
+// acknowledged records an acked event; full batches go to the marker.
+func (p *pass) acknowledged(seq int64) {
+	p.acked++
+	if seq > p.done {
+		p.done = seq
+	}
+	p.toMark = append(p.toMark, seq)
+	if len(p.toMark) >= p.r.cfg.BatchSize {
+		p.flushAcked()
+	}
+}
+
+func (p *pass) flushAcked() {
+	if len(p.toMark) == 0 {
+		return
+	}
+	p.marker.add(p.toMark)
+	p.toMark = make([]int64, 0, p.r.cfg.BatchSize)
+}
+
+func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
+	ok, failed := f.paf.Ok(), f.paf.Err()
+	select {
+	case ack := <-ok:
+		return ack, nil
+	case err := <-failed:
+		return nil, err
+	default:
+	}
+	t := time.NewTimer(time.Until(f.deadline))
+	defer t.Stop()
+	select {
+	case ack := <-ok:
+		return ack, nil
+	case err := <-failed:
+		return nil, err
+	case <-t.C:
+		return nil, errAckTimeout
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// skip sets aside an event that can never be published as it is (its row
+// is malformed, or it exceeds the server's maximum payload). It stays
+// unpublished in the outbox, where the backlog metrics and an error log
+// line show it; holding every other event back behind it would be worse.
+func (r *Relay) skip(ev store.OutboxEvent, err error) {
+	r.skipped[ev.Seq] = true
+	r.cfg.Metrics.failure(errKindInvalid)
+	r.log.Error("event cannot be published; left in the outbox", "seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "err", err)
+}
+
+// marker marks acknowledged events published in a goroutine of its own, so
+// that the store's commit overlaps with publishing and never delays the
+// next pass. Its owner, the session, stops it with close.
+type marker struct {
+	r    *Relay
+	ch   chan []int64
+	done chan struct{}
+
+	mu      sync.Mutex
+	settled *sync.Cond // signalled when queued drops
+	queued  int        // batches handed over and not yet committed
+	err     error      // the first failure since the last wait
+}
+
+func startMarker(ctx context.Context, r *Relay) *marker {
+	mk := &marker{r: r, ch: make(chan []int64, 64), done: make(chan struct{})}
+	mk.settled = sync.NewCond(&mk.mu)
+	go mk.loop(ctx)
+	return mk
+}
+
+func (mk *marker) loop(ctx context.Context) {
+	defer close(mk.done)
+	for seqs := range mk.ch {
+		// Take what queued up during the previous commit too: one
+		// commit, one fsync, for all of it.
+		n := 1
+	more:
+		for {
+			select {
+			case s, ok := <-mk.ch:
+				if !ok {
+					break more
+				}
+				seqs = append(seqs, s...)
+				n++
+			default:
+				break more
+			}
+		}
+		mctx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			// Shutting down: still record what JetStream
+			// acknowledged, within a short bound, so it is not sent
+			// again at the next start.
+			mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
+		}
+		err := mk.r.outbox.MarkPublished(mctx, seqs)
+		cancel()
+		if err != nil {
+			mk.r.cfg.Metrics.failure(errKindStore)
+			err = fmt.Errorf("mark %d events published: %w", len(seqs), err)
+		}
+		mk.mu.Lock()
+		mk.queued -= n
+		if err != nil && mk.err == nil {
+			mk.err = err
+		}
+		mk.settled.Broadcast()
+		mk.mu.Unlock()
+	}
+}
+
+// add hands over acknowledged events; the marker owns seqs from now on.
+func (mk *marker) add(seqs []int64) {
+	mk.mu.Lock()
+	mk.queued++
+	mk.mu.Unlock()
+	mk.ch <- seqs
+}
+
+// idle reports whether nothing is waiting to be marked.
+func (mk *marker) idle() bool {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return mk.queued == 0
+}
+
+// failed returns the first marking error since the last wait, if any.
+func (mk *marker) failed() error {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return mk.err
+}
+
+// wait blocks until everything handed over is committed (each commit is
+// bounded by the store's context handling) and returns, and forgets, the
+// first error.
+func (mk *marker) wait() error {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	for mk.queued > 0 {
+		mk.settled.Wait()
+	}
+	err := mk.err
+	mk.err = nil
+	return err
+}
+
+// close waits for the last marks and stops the goroutine.
+func (mk *marker) close() {
+	close(mk.ch)
+	<-mk.done
+}
