@@ -10,7 +10,9 @@
 // reaches NATS at least once, in order per order, across NATS outages and
 // orderd restarts, while JetStream's duplicate window drops the second copy
 // a retry or a restart sends. NATS never holds up ingest: the outbox is the
-// buffer.
+// buffer. Runs of pending events go as JetStream atomic batches where the
+// server allows them, so that an embedded server fsyncing every write
+// (SyncAlways) stores a batch with one fsync rather than one per event.
 //
 // The package also provisions the stream (EnsureStream), connects to an
 // external NATS server or cluster with unlimited reconnects (Connect),

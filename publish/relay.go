@@ -93,6 +93,14 @@ type RelayConfig struct {
 // the outbox. Each event is published with Nats-Msg-Id set to its id, so
 // the stream's duplicate window drops a second publication after a retry or
 // a restart.
+//
+// When the stream allows atomic publish (EnsureStream turns it on; servers
+// from 2.12 have it), a run of pending events goes as one JetStream atomic
+// batch: stored all or nothing, with one fsync under SyncAlways instead of
+// one per event, and acknowledged once. Each message is still one event on
+// its own subject with its own Nats-Msg-Id; it also carries the batch's
+// Nats-Batch-Id and Nats-Batch-Sequence headers. Otherwise events go one by
+// one, with a window of outstanding acks.
 type Relay struct {
 	cfg    RelayConfig
 	outbox Outbox
@@ -180,7 +188,8 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 	}, nil
 }
 
-// Run publishes until ctx is cancelled, then returns nil. It drains the
+// Run publishes until ctx is cancelled, then, once the events JetStream
+// acknowledged are marked published, returns nil. It drains the
 // outbox at start, after every Notify, on each poll tick, and after a
 // failure with exponential back-off (capped by MaxBackoff), retrying at once
 // when the connection comes back. It also prunes and, with metrics, reports
