@@ -47,7 +47,15 @@ func BenchmarkReceiver(b *testing.B) {
 		corpus.grow(b, unique)
 		b.StopTimer()
 
-		st, err := store.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+		// The store's commits are counted to show how writes group.
+		var commits, writes, commitNanos atomic.Int64
+		st, err := store.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), store.Options{
+			OnCommit: func(batch int, d time.Duration) {
+				commits.Add(1)
+				writes.Add(int64(batch))
+				commitNanos.Add(int64(d))
+			},
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -82,6 +90,10 @@ func BenchmarkReceiver(b *testing.B) {
 		b.ReportMetric(ceilRes.percentile(99), "ceiling_p99_ms")
 		b.ReportMetric(fullRes.rate()/ceilRes.rate(), "ratio")
 		b.ReportMetric(float64(fullRes.non200), "non200")
+		if n := commits.Load(); n > 0 {
+			b.ReportMetric(float64(writes.Load())/float64(n), "writes/commit")
+			b.ReportMetric(float64(commitNanos.Load())/float64(n)/1e6, "commit_ms")
+		}
 	})
 }
 
