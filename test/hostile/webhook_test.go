@@ -393,14 +393,15 @@ func TestReceiver_Slowloris(t *testing.T) {
 		}()
 	}
 
-	// Meanwhile, ordinary deliveries keep being answered quickly.
+	// Meanwhile, ordinary deliveries keep being answered within the
+	// provider's 3 s.
 	const served = 10
 	for range served {
 		time.Sleep(400 * time.Millisecond)
 		start := time.Now()
 		wantReply(t, d.postSigned(t, d.newOrder("completed").JSON()), http.StatusOK, "accepted")
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("a delivery during the slowloris took %v", took)
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("a delivery during the slowloris took %v, beyond the provider's 3s", took)
 		}
 	}
 
@@ -486,8 +487,8 @@ func TestReceiver_IdleConnections(t *testing.T) {
 	for range 20 {
 		start := time.Now()
 		wantReply(t, d.postSigned(t, d.newOrder("completed").JSON()), http.StatusOK, "accepted")
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("a delivery beside %d idle connections took %v", idle, took)
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("a delivery beside %d idle connections took %v, beyond the provider's 3s", idle, took)
 		}
 	}
 	if after := d.rows(t); after.Orders != before.Orders+20 {
