@@ -92,6 +92,7 @@ func TestRelay_PublishesEachStateOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each has its own server and database
 			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
 			_, js := connectJS(t, e.ClientURL())
 			if tt.oneByOne {
@@ -138,7 +139,7 @@ func TestRelay_PublishesEachStateOnce(t *testing.T) {
 			waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
 			// Marked published, nothing more goes out: a few more
 			// polls of the outbox must not add events.
-			time.Sleep(1200 * time.Millisecond)
+			time.Sleep(700 * time.Millisecond)
 			msgs := streamMsgs(t, js, "ORDERD")
 			if len(msgs) != 2*n {
 				t.Fatalf("stream holds %d events, want %d (two states of %d orders)", len(msgs), 2*n, n)
