@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"orderd/provider"
 	"orderd/reconcile"
 	"orderd/store"
 )
@@ -232,14 +231,4 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from the golden file (go test ./reconcile -run Report -update rewrites it after review)\n--- got\n%s\n--- want\n%s",
 			name, got, want)
 	}
-}
-
-// decodeMoney is provider.NewMoney for tests.
-func decodeMoney(t *testing.T, amount, ccy string) provider.Money {
-	t.Helper()
-	m, err := provider.NewMoney(amount, ccy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

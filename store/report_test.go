@@ -1,0 +1,94 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/store"
+)
+
+// TestStore_Activity checks the windowed counts (found by binary search
+// on the row keys) against a plain count over the whole table, for
+// windows before, inside and after the rows, and after the outbox lost
+// rows to pruning (gaps in its keys).
+func TestStore_Activity(t *testing.T) {
+	base := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	at := base
+	// The store's clock (outbox created_at) follows the webhooks' times.
+	st, _ := openStore(t, store.Options{Now: func() time.Time { return at }})
+	if a, err := st.Activity(t.Context(), time.Unix(0, 0)); err != nil || a != (store.Activity{}) {
+		t.Fatalf("empty store: %+v, %v", a, err)
+	}
+	// 40 webhooks at uneven times: bursts and pauses.
+	for i := range 40 {
+		at = at.Add(time.Duration(1+(i*7)%13) * time.Second)
+		ob := obs(t, store.SourceWebhook, newOrder("10.00").json(false))
+		ob.ObservedAt = at
+		if _, err := st.Apply(t.Context(), ob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(t *testing.T) {
+		t.Helper()
+		for _, since := range []time.Time{base.Add(-time.Hour), base, base.Add(30 * time.Second), base.Add(90 * time.Second),
+			base.Add(200 * time.Second), at, at.Add(time.Millisecond), at.Add(time.Hour)} {
+			a, err := st.Activity(t.Context(), since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantW := int64(count(t, st, `SELECT count(*) FROM deliveries WHERE first_received_at >= ?`, since.UnixMilli()))
+			wantE := int64(count(t, st, `SELECT count(*) FROM outbox WHERE created_at >= ?`, since.UnixMilli()))
+			if a.Webhooks != wantW || a.Events != wantE {
+				t.Errorf("since %s: %+v, want %d webhooks and %d events", since.Format(time.TimeOnly), a, wantW, wantE)
+			}
+		}
+	}
+	t.Run("contiguous keys", check)
+	if err := st.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(`DELETE FROM outbox WHERE seq % 3 = 0 OR seq < 5`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("keys with gaps", check)
+}
+
+func TestStore_RecentOrders(t *testing.T) {
+	st, _ := openStore(t, store.Options{})
+	var ids []string
+	for _, mid := range []string{"shop-10", "shop-100", "shop-101", "shop-2", "shöp-1", "other"} {
+		o := newOrder("5.00")
+		o.mid = mid
+		ids = append(ids, o.id)
+		if _, err := st.Apply(t.Context(), obs(t, store.SourcePoll, o.json(false))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, query string
+		limit       int
+		want        string
+	}{
+		{"newest first without a query", "", 3, "other shöp-1 shop-2"},
+		{"a prefix, in merchantOrderId order", "shop-10", 10, "shop-10 shop-100 shop-101"},
+		{"the limit", "shop-", 2, "shop-10 shop-100"},
+		{"a prefix with a non-ASCII letter", "shö", 10, "shöp-1"},
+		{"a provider order id", ids[3], 10, "shop-2"},
+		{"nothing", "zzz", 10, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := st.RecentOrders(t.Context(), tc.query, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mids []string
+			for _, o := range got {
+				mids = append(mids, o.MerchantOrderID)
+			}
+			if strings.Join(mids, " ") != tc.want {
+				t.Errorf("got %q, want %q", strings.Join(mids, " "), tc.want)
+			}
+		})
+	}
+}
