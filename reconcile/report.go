@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/shopspring/decimal"
 
 	"orderd/provider"
@@ -423,16 +421,7 @@ type txAmounts struct {
 // wireOrder is how the JSON is read: amounts and times as plain strings,
 // parsed afterwards. provider.Money and provider.Time decode themselves
 // with a nested json.Unmarshal each, which over a million orders costs
-// more than everything else a report does; and the v2 decoder
-// (go-json-experiment/json) reads it in about half the time of
-// encoding/json.
-//
-// v1Semantics makes it read the JSON as the write path's encoding/json
-// did: names matched case-insensitively, duplicate names allowed (the
-// last wins), invalid UTF-8 tolerated.
-var v1Semantics = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true),
-	jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-
+// more than everything else a report does.
 type wireOrder struct {
 	MerchantSourceWallet *wireMoney `json:"merchantSourceWallet"`
 	MerchantTargetWallet *wireMoney `json:"merchantTargetWallet"`
@@ -463,7 +452,7 @@ func (a *orderAmounts) decode(raw []byte) error {
 	// A fresh value each time: decoding into a reused one would keep the
 	// fields of an earlier order that this one does not state.
 	var w wireOrder
-	if err := jsonv2.Unmarshal(raw, &w, v1Semantics); err != nil {
+	if err := json.Unmarshal(raw, &w); err != nil {
 		return err
 	}
 	var err error
