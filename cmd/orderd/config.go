@@ -185,6 +185,11 @@ type ReconcileConfig struct {
 	// UnresolvedAfter is how long an in-doubt creation may stay unsettled
 	// before it becomes an unresolved_creation finding.
 	UnresolvedAfter time.Duration `yaml:"unresolved_after"`
+	// BackoffBase and BackoffMax shape the wait before an order, watch or
+	// in-doubt creation whose check changed nothing (or failed) is checked
+	// again: BackoffBase × 2^checks, at most BackoffMax.
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
 }
 
 // DriftToleranceFor returns the drift tolerance for currency (zero when
@@ -265,6 +270,8 @@ func DefaultConfig() *Config {
 			Concurrency:     4,
 			DriftTolerance:  map[string]decimal.Decimal{},
 			UnresolvedAfter: time.Hour,
+			BackoffBase:     time.Minute,
+			BackoffMax:      time.Hour,
 		},
 		Reports:         ReportsConfig{Dir: "/var/lib/orderd/reports"},
 		Log:             LogConfig{Level: "info", Format: "auto"},
@@ -581,6 +588,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	positive("reconcile.unresolved_after", rc.UnresolvedAfter)
+	positive("reconcile.backoff_base", rc.BackoffBase)
+	positive("reconcile.backoff_max", rc.BackoffMax)
+	if rc.BackoffMax > 0 && rc.BackoffMax < rc.BackoffBase {
+		add("reconcile.backoff_max", "%s is below reconcile.backoff_base %s", rc.BackoffMax, rc.BackoffBase)
+	}
 
 	required("reports.dir", c.Reports.Dir)
 

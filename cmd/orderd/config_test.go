@@ -271,6 +271,7 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "doubt_min_age not above provider.timeout", extra: "reconcile:\n  doubt_min_age: 10s", want: "reconcile.doubt_min_age: 10s must be longer than provider.timeout (10s)"},
 		{name: "give_up_after not above stale_after", extra: "reconcile:\n  give_up_after: 5m", want: "reconcile.give_up_after: 5m0s must be longer than reconcile.stale_after (5m0s)"},
 		{name: "zero concurrency", extra: "reconcile:\n  concurrency: 0", want: "reconcile.concurrency: must be at least 1 (got 0)"},
+		{name: "backoff_max below backoff_base", extra: "reconcile:\n  backoff_base: 10m\n  backoff_max: 1m", want: "reconcile.backoff_max: 1m0s is below reconcile.backoff_base 10m0s"},
 		{name: "negative drift tolerance", extra: "reconcile:\n  drift_tolerance:\n    usd: \"-0.01\"", want: "reconcile.drift_tolerance.usd: must not be negative (got -0.01)"},
 		{name: "subject prefix with a dot", extra: "nats:\n  subject_prefix: acme.orderd", want: `nats.subject_prefix: "acme.orderd" is not one subject token`},
 		{name: "subject prefix with a wildcard", extra: "nats:\n  subject_prefix: \"*\"", want: `nats.subject_prefix: "*" is not one subject token`},

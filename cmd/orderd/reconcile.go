@@ -117,6 +117,8 @@ func newReconciler(cfg *Config, st *store.Store, client *provider.Client, logger
 		Concurrency:     cfg.Reconcile.Concurrency,
 		DriftTolerance:  cfg.Reconcile.DriftTolerance,
 		UnresolvedAfter: cfg.Reconcile.UnresolvedAfter,
+		BackoffBase:     cfg.Reconcile.BackoffBase,
+		BackoffMax:      cfg.Reconcile.BackoffMax,
 		Schedules: reconcile.Schedules{
 			Stale:      cfg.Reconcile.Schedules.Stale,
 			Doubt:      cfg.Reconcile.Schedules.Doubt,
