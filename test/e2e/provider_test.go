@@ -98,6 +98,7 @@ func TestProvider_FaultsDuringStalePolling(t *testing.T) {
 	e := newEnv(t, envOptions{reconcile: `reconcile:
   stale_after: 1s
   give_up_after: 1h
+  backoff_base: 3s
   schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
 `})
 	e.od.startReady()
@@ -159,8 +160,9 @@ func TestProvider_FaultsDuringStalePolling(t *testing.T) {
 		t.Errorf("get-status calls with a fault: %d, want %d", hit, faulted)
 	}
 
-	// The failed orders are polled again once their backoff (one minute)
-	// has passed; run the job every few seconds until every order is final.
+	// The failed orders are polled again once their backoff
+	// (reconcile.backoff_base, 3s) has passed; run the job every second
+	// until every order is final.
 	var runs int
 	final := func() int {
 		n := 0
@@ -177,7 +179,7 @@ func TestProvider_FaultsDuringStalePolling(t *testing.T) {
 		return n
 	}
 	began := time.Now()
-	ok := waitFor(150*time.Second, 5*time.Second, func() bool {
+	ok := waitFor(150*time.Second, time.Second, func() bool {
 		if final() == orders {
 			return true
 		}
