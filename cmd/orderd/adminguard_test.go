@@ -27,7 +27,7 @@ func TestGuardAdmin(t *testing.T) {
 			h := guardAdmin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				served++
 				w.WriteHeader(http.StatusCreated)
-			}))
+			}), false)
 			req := httptest.NewRequest(tt.method, "http://127.0.0.1:8081/v1/payins", strings.NewReader(`{"merchantOrderId":"m-1"}`))
 			req.Header.Set("Content-Type", "text/plain")
 			for k, v := range tt.headers {
@@ -42,5 +42,46 @@ func TestGuardAdmin(t *testing.T) {
 				t.Errorf("refusal = %d %s, want 403 with a JSON error", rec.Code, rec.Body)
 			}
 		})
+	}
+}
+
+func TestGuardAdmin_loopbackHost(t *testing.T) {
+	tests := []struct {
+		host   string
+		passed bool
+	}{
+		{"127.0.0.1:8081", true},
+		{"[::1]:8081", true},
+		{"localhost:8081", true},
+		{"LOCALHOST.:8081", true},
+		{"127.0.0.2", true},
+		{"rebind.evil.example:8081", false},
+		{"192.0.2.10:8081", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			served := 0
+			h := guardAdmin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }), true)
+			req := httptest.NewRequest("GET", "/v1/orders/m-1", nil)
+			req.Host = tt.host
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if got := served == 1; got != tt.passed {
+				t.Fatalf("Host %q served = %v, want %v (answer %d)", tt.host, got, tt.passed, rec.Code)
+			}
+			if !tt.passed && rec.Code != http.StatusMisdirectedRequest {
+				t.Errorf("refusal = %d, want 421", rec.Code)
+			}
+		})
+		// With a token (or a non-loopback listener) any Host is served.
+		served := 0
+		h := guardAdmin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }), false)
+		req := httptest.NewRequest("GET", "/v1/orders/m-1", nil)
+		req.Host = tt.host
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if served != 1 {
+			t.Errorf("Host %q refused without the loopback-only guard", tt.host)
+		}
 	}
 }

@@ -161,7 +161,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := d.recvSrv.Start(); err != nil {
 		return nil, fmt.Errorf("receiver.listen: %w", err)
 	}
-	d.admin = newAdminServer(cfg.Admin.Listen, guardAdmin(adminHandler), logger.With("component", "api"))
+	d.admin = newAdminServer(cfg.Admin.Listen, guardAdmin(adminHandler, cfg.Admin.Token == "" && adminExposure(cfg.Admin.Listen, false) == ""), logger.With("component", "api"))
 	if err := d.admin.Start(); err != nil {
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}
