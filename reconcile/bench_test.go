@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"orderd/provider"
 	"orderd/provider/providertest"
@@ -116,7 +119,8 @@ func BenchmarkReconciler_RunStale(b *testing.B) {
 	var warmLog callLog
 	unlimited := newClient(nil, &warmLog)
 	run(unlimited)
-	limited := newClient(reconcile.NewLimiter(rateLimit, 1), &limitedLog)
+	grants := &grantLog{lim: reconcile.NewLimiter(rateLimit, 1)}
+	limited := newClient(grants, &limitedLog)
 
 	heapBefore := heapInuse()
 	var (
@@ -162,6 +166,8 @@ func BenchmarkReconciler_RunStale(b *testing.B) {
 	b.ReportMetric(rateLimit, "limit-calls/s")
 	b.ReportMetric(achieved/rateLimit, "ratio")
 	b.ReportMetric(ceiling, "ceiling-calls/s")
+	_, maxGrants, _ := grants.log.rate()
+	b.ReportMetric(float64(maxGrants), "max-grants/1s-window")
 	b.ReportMetric(float64(maxWindow), "max-calls/1s-window")
 	b.ReportMetric(float64(maxWindow10)/10, "max-calls/s-over-10s-window")
 	b.ReportMetric(float64(fakeMax), "fake-max-calls/1s-window")
@@ -170,6 +176,37 @@ func BenchmarkReconciler_RunStale(b *testing.B) {
 	b.ReportMetric(float64(heapBefore)/(1<<20), "heap-before-MB")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "heap-peak-MB")
 	b.ReportMetric(float64(heapAfter)/(1<<20), "heap-after-MB")
+}
+
+// grantLog is the limiter with a record of when it lets each call go: the
+// time its reservation is for, before any scheduling delay of the waiting
+// goroutine.
+type grantLog struct {
+	lim *rate.Limiter
+	log callLog
+}
+
+// Wait waits like rate.Limiter.Wait and records the granted time.
+func (g *grantLog) Wait(ctx context.Context) error {
+	now := time.Now()
+	r := g.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return errors.New("rate: burst exceeded")
+	}
+	delay := r.DelayFrom(now)
+	g.log.add(now.Add(delay))
+	if delay == 0 {
+		return nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		r.Cancel()
+		return ctx.Err()
+	}
 }
 
 // callLog records call send times.
