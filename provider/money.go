@@ -122,7 +122,11 @@ func (m *Money) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("money: %w", err)
 	}
 	var s string
-	if err := json.Unmarshal(raw.Amount, &s); err != nil {
+	if a := raw.Amount; len(a) >= 2 && a[0] == '"' && a[len(a)-1] == '"' && bytes.IndexByte(a, '\\') < 0 {
+		// A plain quoted string, as every amount the provider writes is;
+		// the JSON decoder has already checked it is well formed.
+		s = string(a[1 : len(a)-1])
+	} else if err := json.Unmarshal(raw.Amount, &s); err != nil {
 		return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
 	}
 	d, err := ParseAmount(s)

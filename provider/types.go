@@ -179,6 +179,14 @@ var transactionKnown = []string{"id", "type", "status", "authorized", "merchantW
 func (o *Order) UnmarshalJSON(data []byte) error {
 	type plain Order
 	var p plain
+	// Most orders have no unknown field: one strict pass decodes them. Only
+	// when it refuses (an unknown field, or any other error) is the order
+	// decoded again and scanned for what it does not know.
+	if decodeKnown(data, &p) {
+		*o = Order(p)
+		return nil
+	}
+	p = plain{}
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
@@ -201,6 +209,11 @@ func (o Order) MarshalJSON() ([]byte, error) {
 func (t *Transaction) UnmarshalJSON(data []byte) error {
 	type plain Transaction
 	var p plain
+	if decodeKnown(data, &p) {
+		*t = Transaction(p)
+		return nil
+	}
+	p = plain{}
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
@@ -217,6 +230,15 @@ func (t *Transaction) UnmarshalJSON(data []byte) error {
 func (t Transaction) MarshalJSON() ([]byte, error) {
 	type plain Transaction
 	return withExtra(plain(t), t.Extra)
+}
+
+// decodeKnown decodes data into v in one pass, refusing unknown fields. It
+// reports whether that worked; when it did, data has no field that Extra
+// would have to keep.
+func decodeKnown(data []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v) == nil
 }
 
 func extraFields(data []byte, known []string) (map[string]json.RawMessage, error) {
