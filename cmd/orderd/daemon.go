@@ -105,7 +105,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	d.limiter = reconcile.NewLimiter(cfg.Provider.RateLimit, cfg.Provider.RateBurst)
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		hc = providerHTTPClient(cfg)
 	}
 	d.client, err = newProviderClient(cfg, hc, d.limiter, pm.observeProvider)
 	if err != nil {

@@ -61,7 +61,7 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 		defer cancel()
 		_ = st.Close(closeCtx)
 	}()
-	client, err := newProviderClient(cfg, &http.Client{}, reconcile.NewLimiter(cfg.Provider.RateLimit, cfg.Provider.RateBurst), nil)
+	client, err := newProviderClient(cfg, providerHTTPClient(cfg), reconcile.NewLimiter(cfg.Provider.RateLimit, cfg.Provider.RateBurst), nil)
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,15 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 		}
 	}
 	return nil
+}
+
+// providerHTTPClient keeps enough idle connections to the provider for
+// every reconcile worker and the gateway at once; the default of two per
+// host would make concurrent polls reopen connections all the time.
+func providerHTTPClient(cfg *Config) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(16, 2*cfg.Reconcile.Concurrency)
+	return &http.Client{Transport: t}
 }
 
 // newProviderClient builds the one provider client of a process from the
