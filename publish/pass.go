@@ -22,10 +22,25 @@ const (
 )
 
 const (
+	// minAtomicBatch is the shortest run sent as an atomic batch. A batch
+	// costs the server a few milliseconds of its own (it stages the
+	// messages in files of their own) but only one fsync; a single
+	// publish costs one fsync. Measured on a small VM, batches win from
+	// 16 to 32 events on; shorter runs go one by one, which also keeps the
+	// latency low when events trickle in.
+	minAtomicBatch = 16
 	// maxAtomicBatch is the server's default limit on an atomic batch.
 	maxAtomicBatch = 1000
 	// batchHeaderRoom is more than the headers of a batch message take.
 	batchHeaderRoom = 512
+)
+
+const (
+	// markLinger is how long the marker gathers acknowledged events
+	// before it commits them.
+	markLinger = 20 * time.Millisecond
+	// markBatches bounds one marking commit, in BatchSize units.
+	markBatches = 4
 )
 
 // errAckTimeout is returned when no ack came within PublishTimeout.
@@ -231,10 +246,10 @@ func (p *pass) settled(seq int64) {
 }
 
 // send publishes a run of events in sequence order: as one atomic batch
-// when it can, else one by one.
+// when it can and the run is long enough, else one by one.
 func (p *pass) send(ctx context.Context, chunk []encoded) error {
 	r := p.r
-	if r.atomic && len(chunk) > 1 && p.fitsBatch(chunk) {
+	if r.atomic && len(chunk) >= minAtomicBatch && p.fitsBatch(chunk) {
 		// A batch must not overtake events still awaiting their ack.
 		if err := p.awaitAll(ctx); err != nil {
 			return err
@@ -477,23 +492,30 @@ func startMarker(ctx context.Context, r *Relay) *marker {
 
 func (mk *marker) loop(ctx context.Context) {
 	defer close(mk.done)
+	maxMark := markBatches * mk.r.cfg.BatchSize
 	for seqs := range mk.ch {
-		// Take what queued up during the previous commit too: one
-		// commit, one fsync, for all of it.
+		// Gather what comes in over a short while: one commit, one
+		// fsync, for all of it. Marking is not urgent (an unmarked
+		// event is at worst sent again and dropped as a duplicate),
+		// and commits are what the webhook path waits for.
 		n := 1
-	more:
-		for {
+		linger := time.NewTimer(markLinger)
+	gather:
+		for len(seqs) < maxMark {
 			select {
 			case s, ok := <-mk.ch:
 				if !ok {
-					break more
+					break gather
 				}
 				seqs = append(seqs, s...)
 				n++
-			default:
-				break more
+			case <-linger.C:
+				break gather
+			case <-ctx.Done():
+				break gather
 			}
 		}
+		linger.Stop()
 		mctx, cancel := ctx, context.CancelFunc(func() {})
 		if ctx.Err() != nil {
 			// Shutting down: still record what JetStream
