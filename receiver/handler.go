@@ -327,7 +327,7 @@ func (h *Handler) hintPoll(ctx context.Context, body []byte, rp *reply) {
 		rp.reason += "; poll hint dropped by rate limit"
 		return
 	}
-	if err := h.store.MarkForPoll(ctx, moid, "webhook with a signature that did not verify"); err != nil {
+	if err := h.store.MarkForPoll(ctx, moid, store.WatchReasonUnverified); err != nil {
 		rp.reason += "; mark for poll: " + err.Error()
 	}
 }

@@ -313,6 +313,12 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 		if err := tx.PostponeWatch(w.MerchantOrderID, now.Add(r.backoff(w.Attempts))); err != nil {
 			return err
 		}
+		if isNotFound(callErr) && w.Reason == store.WatchReasonUnverified && w.Attempts+1 >= unverifiedWatchPolls {
+			// Only an unverified webhook named this order and the provider
+			// does not know it: most likely a forgery. Stop polling it, so
+			// forged webhooks cannot pile up polls that use the rate limit.
+			return tx.ResolveWatch(w.MerchantOrderID)
+		}
 		if !isNotFound(callErr) || now.Sub(w.CreatedAt) < r.cfg.GiveUpAfter {
 			return nil
 		}
@@ -344,6 +350,12 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 		log.Info("watch poll failed", "err", callErr)
 	}
 }
+
+// unverifiedWatchPolls is how many ORDER_NOT_FOUND answers a watch opened
+// by an unverified webhook gets before it is dropped; with the default
+// backoff they span about half an hour, long enough for a real order whose
+// webhook failed during a key rotation to be found at its first poll.
+const unverifiedWatchPolls = 5
 
 // watchDetail is the detail of a watch_not_found finding.
 type watchDetail struct {

@@ -241,6 +241,42 @@ func TestReconciler_RunStale_watches(t *testing.T) {
 	}
 }
 
+// A forged webhook's merchantOrderId is polled a few times, then dropped
+// without a finding; a watch for another reason keeps going.
+func TestReconciler_RunStale_unverifiedWatchesExpire(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if err := e.st.MarkForPoll(t.Context(), "forged-1", store.WatchReasonUnverified); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.MarkForPoll(t.Context(), "handed-over", "watch requested"); err != nil {
+		t.Fatal(err)
+	}
+	polled := func(mid string) int {
+		n := 0
+		for _, c := range e.fake.Calls(providertest.PathGetStatus) {
+			if strings.Contains(string(c.Body), mid) {
+				n++
+			}
+		}
+		return n
+	}
+	for range 8 {
+		e.run(e.rec.RunStale)
+		e.clock.Advance(2 * time.Hour) // past any backoff
+	}
+	if got := polled("forged-1"); got != 5 {
+		t.Errorf("forged watch polled %d times, want 5 then dropped", got)
+	}
+	if got := polled("handed-over"); got != 8 {
+		t.Errorf("requested watch polled %d times, want 8 (every run)", got)
+	}
+	for _, f := range e.findings(reconcile.FindingWatchNotFound, "open") {
+		if f.Key == "forged-1" {
+			t.Errorf("forged watch opened a finding: %+v", f)
+		}
+	}
+}
+
 func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.createAtFake("disputed", "40.00", provider.TypePayin)

@@ -246,6 +246,12 @@ func (tx *Tx) ResolveWatch(merchantOrderID string) error {
 	return nil
 }
 
+// WatchReasonUnverified is the reason of a watch opened from a webhook whose
+// signature did not verify. Anyone can send such a webhook, so the
+// reconciler gives up on its order quietly after a few ORDER_NOT_FOUND
+// answers instead of watching it for ever.
+const WatchReasonUnverified = "webhook with a signature that did not verify"
+
 // MarkForPoll asks the reconciler to poll merchantOrderID soon (for example
 // after a webhook for it failed its signature check).
 func (s *Store) MarkForPoll(ctx context.Context, merchantOrderID, reason string) error {
