@@ -217,13 +217,17 @@ func (p *pass) run(ctx context.Context) error {
 		chunk = chunk[:0]
 		for _, ev := range pg.events {
 			if r.skipped[ev.Seq] {
-				p.settled(ev.Seq)
+				if len(chunk) == 0 {
+					p.settled(ev.Seq)
+				}
 				continue
 			}
 			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
 			if err != nil {
 				r.skip(ev, err)
-				p.settled(ev.Seq)
+				if len(chunk) == 0 {
+					p.settled(ev.Seq)
+				}
 				continue
 			}
 			chunk = append(chunk, encoded{ev: ev, subject: subject, payload: payload})
@@ -238,7 +242,9 @@ func (p *pass) run(ctx context.Context) error {
 	return p.awaitAll(ctx)
 }
 
-// settled moves done past seq when nothing before it is still in flight.
+// settled moves done past seq, an event set aside, when no event before it
+// is still to be acknowledged: none in flight, and (the caller checks) none
+// earlier in the run being assembled.
 func (p *pass) settled(seq int64) {
 	if len(p.queue) == 0 && seq > p.done {
 		p.done = seq
