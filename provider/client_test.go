@@ -657,7 +657,7 @@ func TestClient_Observe(t *testing.T) {
 	c := newClient(t, func(w http.ResponseWriter, r *http.Request) {
 		a, ok := answers[r.URL.Path]
 		if !ok {
-			http.Error(w, "boom", 503)
+			http.Error(w, "boom", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, a)
