@@ -157,8 +157,16 @@ func TestRun_EndToEnd(t *testing.T) {
 	if got := metric(t, de.admin, `orderd_webhooks_total{outcome="accepted"}`); got != "1" {
 		t.Errorf(`orderd_webhooks_total{outcome="accepted"} = %q, want 1`, got)
 	}
-	if got := metric(t, de.admin, `orderd_publish_events_total`); got == "" || got == "0" {
-		t.Errorf("orderd_publish_events_total = %q, want > 0", got)
+	// The subscriber sees the message before the relay has its JetStream
+	// ack and counts it, so the counter may lag the event a moment.
+	published := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if published = metric(t, de.admin, `orderd_publish_events_total`); published != "" && published != "0" {
+			break
+		}
+	}
+	if published == "" || published == "0" {
+		t.Errorf("orderd_publish_events_total = %q, want > 0", published)
 	}
 	resp, err := http.Get("http://" + de.admin + "/v1/orders/e2e-1")
 	if err != nil {
