@@ -106,6 +106,19 @@ func metric(t *testing.T, admin, sample string) string {
 	return ""
 }
 
+// waitMetric polls a sample for up to 10s until ok accepts it, and returns
+// the last value read.
+func waitMetric(t *testing.T, admin, sample string, ok func(string) bool) string {
+	t.Helper()
+	v := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if v = metric(t, admin, sample); ok(v) {
+			break
+		}
+	}
+	return v
+}
+
 func TestRun_EndToEnd(t *testing.T) {
 	de := newDaemonEnv(t, "")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -154,19 +167,14 @@ func TestRun_EndToEnd(t *testing.T) {
 	if ev.Type != "order.completed" || ev.Data.Status != "completed" || msg.Header.Get("Nats-Msg-Id") != ev.ID {
 		t.Errorf("event = %+v, Nats-Msg-Id %q", ev, msg.Header.Get("Nats-Msg-Id"))
 	}
-	if got := metric(t, de.admin, `orderd_webhooks_total{outcome="accepted"}`); got != "1" {
+	// The event can reach the subscriber before the handler has counted
+	// its answer, and before the relay has its JetStream ack and counts it,
+	// so the counters may lag the event a moment.
+	if got := waitMetric(t, de.admin, `orderd_webhooks_total{outcome="accepted"}`, func(v string) bool { return v == "1" }); got != "1" {
 		t.Errorf(`orderd_webhooks_total{outcome="accepted"} = %q, want 1`, got)
 	}
-	// The subscriber sees the message before the relay has its JetStream
-	// ack and counts it, so the counter may lag the event a moment.
-	published := ""
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if published = metric(t, de.admin, `orderd_publish_events_total`); published != "" && published != "0" {
-			break
-		}
-	}
-	if published == "" || published == "0" {
-		t.Errorf("orderd_publish_events_total = %q, want > 0", published)
+	if got := waitMetric(t, de.admin, `orderd_publish_events_total`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
+		t.Errorf("orderd_publish_events_total = %q, want > 0", got)
 	}
 	resp, err := http.Get("http://" + de.admin + "/v1/orders/e2e-1")
 	if err != nil {
