@@ -601,35 +601,12 @@ func (s *Store) OrdersPage(ctx context.Context, q OrderQuery) ([]OrderSummary, e
 		where, args = append(where, "coalesce(o.created_at, o.first_seen_at) < ?"), append(args, q.To.UnixMilli())
 	}
 	args = append(args, pageLimit(q.Limit))
-	rows, err := s.rdb.QueryContext(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
+	out, err := s.orderSummaries(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
 			o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw
 		FROM orders_current o
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY o.id LIMIT ?`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list orders: %w", err)
-	}
-	defer rows.Close()
-	var out []OrderSummary
-	for rows.Next() {
-		var (
-			o                    OrderSummary
-			created, completed   sql.NullInt64
-			firstSeen, updatedAt int64
-			raw                  []byte
-		)
-		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &o.Type, &o.Status, &o.LearnedVia,
-			&created, &firstSeen, &updatedAt, &completed, &raw); err != nil {
-			return nil, fmt.Errorf("list orders: %w", err)
-		}
-		o.CreatedAt = msTime(created)
-		o.FirstSeenAt = time.UnixMilli(firstSeen).UTC()
-		o.UpdatedAt = time.UnixMilli(updatedAt).UTC()
-		o.CompletedAt = msTime(completed)
-		o.Order = jsonOrNull(compactJSON(raw))
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list orders: %w", err)
 	}
 	return out, nil

@@ -536,10 +536,12 @@ func (s *Store) RecentOrders(ctx context.Context, query string, limit int) ([]Or
 	return out, nil
 }
 
+// orderSummaries runs query, which selects the columns of OrderSummary from
+// orders_current in their order, and reads the rows.
 func (s *Store) orderSummaries(ctx context.Context, query string, args ...any) ([]OrderSummary, error) {
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("recent orders: %w", err)
+		return nil, fmt.Errorf("order summaries: %w", err)
 	}
 	defer rows.Close()
 	var out []OrderSummary
@@ -552,7 +554,7 @@ func (s *Store) orderSummaries(ctx context.Context, query string, args ...any) (
 		)
 		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &o.Type, &o.Status, &o.LearnedVia,
 			&created, &firstSeen, &updatedAt, &completed, &raw); err != nil {
-			return nil, fmt.Errorf("recent orders: %w", err)
+			return nil, fmt.Errorf("order summaries: %w", err)
 		}
 		o.CreatedAt = msTime(created)
 		o.FirstSeenAt = unixMilliUTC(firstSeen)
@@ -562,7 +564,7 @@ func (s *Store) orderSummaries(ctx context.Context, query string, args ...any) (
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("recent orders: %w", err)
+		return nil, fmt.Errorf("order summaries: %w", err)
 	}
 	return out, nil
 }
