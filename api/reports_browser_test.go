@@ -161,11 +161,18 @@ func TestBrowser_reportAndDashboard(t *testing.T) {
 		}
 		screenshot("dashboard.png")
 		// Search without JavaScript: the form is a plain GET.
-		step(t, ctx, "search", chromedp.Steps(
+		// RunResponse waits for the navigation the submit starts, so the
+		// checks below read the results page, not the one it was typed on.
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := chromedp.RunResponse(sctx,
 			chromedp.SendKeys(chromedp.CSS(`input[name=q]`), "shop-1004"),
 			chromedp.Submit(chromedp.CSS(`input[name=q]`)),
-			chromedp.WaitVisible(chromedp.CSS(`#orders-table`)),
-		))
+		)
+		cancel()
+		if err != nil {
+			t.Fatalf("search: %v", err)
+		}
+		step(t, ctx, "search results", chromedp.WaitVisible(chromedp.CSS(`#orders-table`)))
 		loc := step(t, ctx, "location", chromedp.Location())
 		rows := step(t, ctx, "read results", chromedp.Evaluate[[]string](
 			`[...document.querySelectorAll('#orders-table tbody tr')].map(r => r.cells[0].textContent + ' ' + r.cells[3].textContent)`))
