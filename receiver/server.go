@@ -34,6 +34,11 @@ type ServerConfig struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+	// Name says which listener this is in log lines ("webhook" by
+	// default); Component is the log lines' component tag ("receiver" by
+	// default). The daemon runs its admin listener on the same server type.
+	Name      string
+	Component string
 }
 
 // Server runs a handler on its own listener. Start binds and serves; Close
@@ -41,6 +46,7 @@ type ServerConfig struct {
 // serving goroutine.
 type Server struct {
 	srv  *http.Server
+	name string
 	log  *slog.Logger
 	ln   net.Listener
 	done chan struct{}
@@ -53,7 +59,14 @@ func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With("component", "receiver")
+	name, component := cfg.Name, cfg.Component
+	if name == "" {
+		name = "webhook"
+	}
+	if component == "" {
+		component = "receiver"
+	}
+	logger = logger.With("component", component)
 	or := func(d, def time.Duration) time.Duration {
 		if d <= 0 {
 			return def
@@ -65,7 +78,8 @@ func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
 		maxHeader = DefaultMaxHeaderBytes
 	}
 	return &Server{
-		log: logger,
+		name: name,
+		log:  logger,
 		srv: &http.Server{
 			Addr:              cfg.Addr,
 			Handler:           h,
@@ -95,10 +109,10 @@ func (s *Server) Start() error {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.err = err
-			s.log.Error("webhook listener stopped", "addr", ln.Addr().String(), "err", err)
+			s.log.Error(s.name+" listener stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
-	s.log.Info("webhook listener started", "addr", ln.Addr().String())
+	s.log.Info(s.name+" listener started", "addr", ln.Addr().String())
 	return nil
 }
 
@@ -120,7 +134,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
-		err = errors.Join(fmt.Errorf("shut down webhook listener: %w", err), s.srv.Close())
+		err = errors.Join(fmt.Errorf("shut down %s listener: %w", s.name, err), s.srv.Close())
 	}
 	<-s.done
 	return errors.Join(err, s.err)

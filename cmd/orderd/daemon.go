@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -44,7 +43,7 @@ type daemon struct {
 	limiter  *rate.Limiter
 	webhooks *receiver.Handler
 	recvSrv  *receiver.Server
-	admin    *adminServer
+	admin    *receiver.Server
 	rec      *reconcile.Reconciler
 	registry *prometheus.Registry
 
@@ -161,7 +160,14 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := d.recvSrv.Start(); err != nil {
 		return nil, fmt.Errorf("receiver.listen: %w", err)
 	}
-	d.admin = newAdminServer(cfg.Admin.Listen, guardAdmin(adminHandler, cfg.Admin.Token == "" && adminExposure(cfg.Admin.Listen, false) == ""), logger.With("component", "api"))
+	d.admin = receiver.NewServer(receiver.ServerConfig{
+		Addr:        cfg.Admin.Listen,
+		Name:        "admin",
+		Component:   "api",
+		ReadTimeout: 30 * time.Second,
+		// Reports stream large bodies; the write bound is generous.
+		WriteTimeout: 10 * time.Minute,
+	}, guardAdmin(adminHandler, cfg.Admin.Token == "" && adminExposure(cfg.Admin.Listen, false) == ""), logger)
 	if err := d.admin.Start(); err != nil {
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}
@@ -334,62 +340,4 @@ func loadVerifier(files []string) (*provider.Verifier, error) {
 		return nil, &configError{Key: "provider.public_keys", Problem: err.Error()}
 	}
 	return v, nil
-}
-
-// adminServer is the admin listener: health, metrics, API and dashboard.
-type adminServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	log  *slog.Logger
-	done chan struct{}
-}
-
-func newAdminServer(addr string, h http.Handler, log *slog.Logger) *adminServer {
-	return &adminServer{log: log, srv: &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		// Reports stream large bodies; the write bound is generous.
-		WriteTimeout:   10 * time.Minute,
-		IdleTimeout:    60 * time.Second,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}}
-}
-
-func (s *adminServer) Start() error {
-	ln, err := net.Listen("tcp", s.srv.Addr)
-	if err != nil {
-		return err
-	}
-	s.ln = ln
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("admin listener stopped", "err", err)
-		}
-	}()
-	s.log.Info("admin listener started", "addr", ln.Addr().String())
-	return nil
-}
-
-func (s *adminServer) Addr() string {
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
-
-func (s *adminServer) Close(ctx context.Context) error {
-	if s.done == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	<-s.done
-	return err
 }
