@@ -277,12 +277,15 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, start time.Time
 	if err != nil {
 		return storeFailure(r, rp, err)
 	}
-	rp.code, rp.level, rp.change, rp.eventID = http.StatusOK, slog.LevelInfo, res.Outcome, res.EventID
+	// An applied webhook is routine: the store keeps it (deliveries, order
+	// history) and the metrics count it, so its line is debug. A stale one
+	// (an older state arriving late) is worth an info line.
+	rp.code, rp.level, rp.change, rp.eventID = http.StatusOK, slog.LevelDebug, res.Outcome, res.EventID
 	switch res.Outcome {
 	case store.OutcomeDuplicate:
 		rp.outcome = OutcomeDuplicate
 	case store.OutcomeStale:
-		rp.outcome = OutcomeStale
+		rp.outcome, rp.level = OutcomeStale, slog.LevelInfo
 	default:
 		rp.outcome = OutcomeAccepted
 	}

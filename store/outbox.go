@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -16,14 +18,7 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT o.seq, o.event_id, o.type, o.subject, o.event_subject, o.time,
-			coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw)
-		FROM outbox o
-		LEFT JOIN order_history h ON h.id = o.state_id
-		LEFT JOIN deliveries d ON d.id = h.delivery_id
-		WHERE o.published_at IS NULL AND o.seq > ?
-		ORDER BY o.seq
-		LIMIT ?`, afterSeq, limit)
+	rows, err := s.pending.QueryContext(ctx, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending events: %w", err)
 	}
@@ -40,11 +35,9 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 			return nil, fmt.Errorf("pending events: %w", err)
 		}
 		ev.Time = time.UnixMilli(at).UTC()
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, data); err != nil {
+		if ev.Data, err = compact(data); err != nil {
 			return nil, fmt.Errorf("pending event %d: data is not JSON: %w", ev.Seq, err)
 		}
-		ev.Data = buf.Bytes()
 		evs = append(evs, ev)
 	}
 	if err := rows.Err(); err != nil {
@@ -53,18 +46,51 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 	return evs, nil
 }
 
+const pendingEventsQuery = `SELECT o.seq, o.event_id, o.type, o.subject, o.event_subject, o.time,
+		coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw)
+	FROM outbox o
+	LEFT JOIN order_history h ON h.id = o.state_id
+	LEFT JOIN deliveries d ON d.id = h.delivery_id
+	WHERE o.published_at IS NULL AND o.seq > ?
+	ORDER BY o.seq
+	LIMIT ?`
+
+// compact returns data without insignificant whitespace. Data with no
+// whitespace byte at all is compact already (as webhook bodies usually are)
+// and comes back as it is, after a validity check.
+func compact(data []byte) ([]byte, error) {
+	if bytes.IndexAny(data, " \t\r\n") < 0 {
+		if !json.Valid(data) {
+			return nil, errors.New("invalid JSON")
+		}
+		return data, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // MarkPublished records that the events with these seqs are acknowledged
 // by NATS. It goes through the writer, so many calls share commits.
 func (s *Store) MarkPublished(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
+	// One statement for the lot: the seqs go in as a JSON array.
+	list := make([]byte, 0, 1+len(seqs)*8)
+	list = append(list, '[')
+	for i, seq := range seqs {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, seq, 10)
+	}
+	list = append(list, ']')
 	return s.Write(ctx, func(tx *Tx) error {
-		now := tx.Now().UnixMilli()
-		for _, seq := range seqs {
-			if _, err := tx.s.st.markPublished.Exec(now, seq); err != nil {
-				return fmt.Errorf("mark published %d: %w", seq, err)
-			}
+		if _, err := tx.s.st.markPublished.Exec(tx.Now().UnixMilli(), string(list)); err != nil {
+			return fmt.Errorf("mark %d events published: %w", len(seqs), err)
 		}
 		return nil
 	})

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -105,9 +104,9 @@ func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (
 // (it was valid when stored, so that would be a damaged row worth seeing
 // as is).
 func compactJSON(b []byte) json.RawMessage {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
+	c, err := compact(b)
+	if err != nil {
 		return b
 	}
-	return buf.Bytes()
+	return c
 }

@@ -91,7 +91,8 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 		LEFT JOIN deliveries d ON d.id = h.delivery_id
 		WHERE h.order_id = ? AND h.status = ? AND h.source = ?
 		ORDER BY h.id DESC LIMIT 1`)
-	p(&st.markPublished, `UPDATE outbox SET published_at = ? WHERE seq = ? AND published_at IS NULL`)
+	p(&st.markPublished, `UPDATE outbox SET published_at = ?
+		WHERE seq IN (SELECT value FROM json_each(?)) AND published_at IS NULL`)
 	if err := errors.Join(errs...); err != nil {
 		st.close()
 		return nil, err

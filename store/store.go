@@ -103,8 +103,9 @@ type Store struct {
 	now  func() time.Time
 	opts Options
 
-	rdb   *sql.DB
-	wdb   *sql.DB
+	rdb     *sql.DB
+	pending *sql.Stmt // PendingEvents, prepared once on the read pool
+	wdb     *sql.DB
 	wconn *sql.Conn
 	st    *stmts
 
@@ -193,6 +194,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open read pool: %w", err)
 	}
 	s.rdb = rdb
+	if s.pending, err = rdb.PrepareContext(ctx, pendingEventsQuery); err != nil {
+		rdb.Close()
+		s.closeWriter()
+		return nil, fmt.Errorf("open %s: prepare: %w", path, err)
+	}
 	if !opts.ReadOnly {
 		s.queue = make(chan *request, opts.QueueSize)
 		go s.run()
@@ -274,6 +280,10 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 	}
 	var errs []error
+	if s.pending != nil {
+		errs = append(errs, s.pending.Close())
+		s.pending = nil
+	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 		s.rdb = nil
