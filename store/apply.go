@@ -71,11 +71,11 @@ func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
 		return Result{}, err
 	}
 	var res Result
-	err = s.Write(ctx, func(tx *Tx) error {
+	err = s.write(ctx, func(tx *Tx) error {
 		var err error
 		res, err = tx.apply(in)
 		return err
-	})
+	}, true)
 	if err != nil {
 		return Result{}, err
 	}

@@ -88,12 +88,12 @@ func (s *Store) MarkPublished(ctx context.Context, seqs []int64) error {
 		list = strconv.AppendInt(list, seq, 10)
 	}
 	list = append(list, ']')
-	return s.Write(ctx, func(tx *Tx) error {
+	return s.write(ctx, func(tx *Tx) error {
 		if _, err := tx.s.st.markPublished.Exec(tx.Now().UnixMilli(), string(list)); err != nil {
 			return fmt.Errorf("mark %d events published: %w", len(seqs), err)
 		}
 		return nil
-	})
+	}, true)
 }
 
 // pruneChunk bounds one prune transaction, so pruning a long backlog never

@@ -90,6 +90,9 @@ type Stats struct {
 	// Expired is the number of writes whose context ended before the
 	// writer reached them; they were skipped, nothing written.
 	Expired uint64
+	// Reruns is the number of batches run a second time, with a
+	// savepoint per write, because a write failed in the first run.
+	Reruns uint64
 	// QueueLen is the number of writes waiting now.
 	QueueLen int
 }
@@ -106,8 +109,8 @@ type Store struct {
 	rdb     *sql.DB
 	pending *sql.Stmt // PendingEvents, prepared once on the read pool
 	wdb     *sql.DB
-	wconn *sql.Conn
-	st    *stmts
+	wconn   *sql.Conn
+	st      *stmts
 
 	mu     sync.RWMutex // guards closed against sends on queue
 	closed bool
@@ -115,7 +118,7 @@ type Store struct {
 	done   chan struct{} // closed when the writer goroutine has exited
 	notify chan struct{}
 
-	commits, writes, failed, overloaded, expired atomic.Uint64
+	commits, writes, failed, overloaded, expired, reruns atomic.Uint64
 }
 
 // pathDSN turns a file path into the driver's URI form, escaping the
@@ -315,6 +318,7 @@ func (s *Store) Stats() Stats {
 		Failed:     s.failed.Load(),
 		Overloaded: s.overloaded.Load(),
 		Expired:    s.expired.Load(),
+		Reruns:     s.reruns.Load(),
 		QueueLen:   len(s.queue),
 	}
 }

@@ -18,8 +18,11 @@ const (
 
 // request is one write waiting for the writer.
 type request struct {
-	ctx   context.Context
-	fn    func(*Tx) error
+	ctx context.Context
+	fn  func(*Tx) error
+	// rerun marks a write whose fn may run twice: its only effects
+	// outside the transaction are results it overwrites on each run.
+	rerun bool
 	state atomic.Int32
 	done  chan error // buffered: the writer never blocks on a gone caller
 }
@@ -33,13 +36,18 @@ type request struct {
 // write in the batch), and must not call the Store's own write methods
 // (that would deadlock); it uses tx's methods instead.
 func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.write(ctx, fn, false)
+}
+
+// write is Write; rerun says fn may run more than once (see request).
+func (s *Store) write(ctx context.Context, fn func(tx *Tx) error, rerun bool) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store write: %w", err)
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	r := &request{ctx: ctx, fn: fn, rerun: rerun, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -159,14 +167,43 @@ func (s *Store) commitBatch(batch []*request) {
 	}
 }
 
-// runBatch begins a transaction, runs each request in a savepoint, and
-// commits. errs receives each request's own error; the returned error is
-// one that sank the whole transaction (then nothing was written). events
-// counts the outbox rows of the requests that stayed in.
+// runBatch runs live in one transaction and commits it. errs receives each
+// request's own error; the returned error is one that sank the whole
+// transaction (then nothing was written). events counts the outbox rows of
+// the requests that stayed in.
+//
+// Each request normally runs in a savepoint of its own, so that a failing
+// one leaves no trace while the others commit. A savepoint is not free,
+// though: two more statements, and SQLite copies every page the request
+// touches that an earlier request of the batch already changed. So when
+// every request of the batch may run twice (the webhook path and the
+// relay's marks), the batch first runs without savepoints; only if one of
+// its requests fails is that attempt rolled back and the batch run again
+// the careful way.
 func (s *Store) runBatch(live []*request, errs []error) (events int, err error) {
+	fast := true
+	for _, r := range live {
+		fast = fast && r.rerun
+	}
+	if fast {
+		events, failed, err := s.runOnce(live, errs, false)
+		if err != nil || !failed {
+			return events, err
+		}
+		clear(errs)
+		s.reruns.Add(1)
+	}
+	events, _, err = s.runOnce(live, errs, true)
+	return events, err
+}
+
+// runOnce is one attempt of runBatch, with a savepoint per request or
+// without. Without savepoints it stops at the first failing request and
+// rolls back, reporting failed; the caller then runs the batch again.
+func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events int, failed bool, err error) {
 	st := s.st
 	if _, err := st.begin.Exec(); err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return 0, false, fmt.Errorf("begin: %w", err)
 	}
 	committed := false
 	defer func() {
@@ -178,31 +215,38 @@ func (s *Store) runBatch(live []*request, errs []error) (events int, err error) 
 	}()
 	tx := &Tx{s: s}
 	for i, r := range live {
-		if _, err := st.savepoint.Exec(); err != nil {
-			return 0, fmt.Errorf("savepoint: %w", err)
+		if savepoints {
+			if _, err := st.savepoint.Exec(); err != nil {
+				return 0, false, fmt.Errorf("savepoint: %w", err)
+			}
 		}
 		tx.events = 0
 		ferr := callFn(r.fn, tx)
-		if ferr != nil {
+		switch {
+		case ferr == nil:
+			events += tx.events
+		case !savepoints:
+			return 0, true, nil // the deferred ROLLBACK undoes the attempt
+		default:
 			errs[i] = ferr
 			// A failure may have rolled the whole transaction back
 			// already (SQLITE_FULL, IOERR, ...); then ROLLBACK TO fails
 			// and the batch fails with it.
 			if _, err := st.rollbackTo.Exec(); err != nil {
-				return 0, fmt.Errorf("roll back failed write (%v): %w", ferr, err)
+				return 0, false, fmt.Errorf("roll back failed write (%v): %w", ferr, err)
 			}
-		} else {
-			events += tx.events
 		}
-		if _, err := st.release.Exec(); err != nil {
-			return 0, fmt.Errorf("release savepoint: %w", err)
+		if savepoints {
+			if _, err := st.release.Exec(); err != nil {
+				return 0, false, fmt.Errorf("release savepoint: %w", err)
+			}
 		}
 	}
 	if _, err := st.commit.Exec(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+		return 0, false, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
-	return events, nil
+	return events, false, nil
 }
 
 // callFn runs fn, turning a panic into that request's error so one bad

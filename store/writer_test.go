@@ -365,3 +365,53 @@ func TestStore_Notify(t *testing.T) {
 		t.Fatal("no notification after a commit that queued an event")
 	}
 }
+
+// A batch of webhook applies runs without a savepoint per write; when one
+// of them fails, the attempt is rolled back and the batch runs again with
+// savepoints, so the failing write leaves nothing and the others commit.
+func TestStore_Apply_failureInBatchWithoutSavepoints(t *testing.T) {
+	var rec batchRecorder
+	s, _ := openStore(t, store.Options{OnCommit: rec.onCommit})
+	a, b := newOrder("1.00"), newOrder("2.00")
+	// c claims a's merchantOrderId under another provider id: it fails
+	// after a is inserted earlier in the same transaction.
+	c := newOrder("3.00").with(func(o *order) { o.mid = a.mid })
+	release := blockWriter(t, s)
+	results := make([]chan error, 3)
+	for i, o := range []order{a, c, b} {
+		results[i] = make(chan error, 1)
+		ob := obs(t, store.SourceWebhook, o.json(false))
+		go func() {
+			_, err := s.Apply(t.Context(), ob)
+			results[i] <- err
+		}()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	if err := <-results[0]; err != nil {
+		t.Errorf("apply a: %v", err)
+	}
+	if err := <-results[1]; !errors.Is(err, store.ErrConflict) {
+		t.Errorf("apply c: %v, want ErrConflict", err)
+	}
+	if err := <-results[2]; err != nil {
+		t.Errorf("apply b: %v", err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM orders`); n != 2 {
+		t.Errorf("%d orders, want 2 (a and b)", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM orders WHERE provider_id = ?`, c.id); n != 0 {
+		t.Errorf("the failed write left its order")
+	}
+	for _, q := range []string{`SELECT count(*) FROM outbox`, `SELECT count(*) FROM order_history`, `SELECT count(*) FROM deliveries`} {
+		if n := count(t, s, q); n != 2 {
+			t.Errorf("%s = %d, want 2", q, n)
+		}
+	}
+	if st := s.Stats(); st.Reruns != 1 {
+		t.Errorf("stats %+v: want 1 rerun", st)
+	}
+	if !slices.Contains(rec.sizes(), 3) {
+		t.Errorf("the three writes did not share a commit: %v", rec.sizes())
+	}
+}
