@@ -249,24 +249,32 @@ func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
 		completedAt = completionTime(o, at).UnixMilli()
 	}
 	src, srcCcy, tgt, tgtCcy := wallets(o)
-	var id int64
-	err := st.insertOrder.QueryRow(o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), fp,
-		src, srcCcy, tgt, tgtCcy, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), at.UnixMilli(),
-		completedAt, tx.nextCheck(o.Status, at)).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+	// Both ids are known before either row is written, so the order
+	// points at its first state from its first write.
+	id, err := tx.ids.next(&tx.ids.order, st.maxOrderID)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", o.ID, err)
+	}
+	stateID, err := tx.ids.next(&tx.ids.history, st.maxHistoryID)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", o.ID, err)
+	}
+	res, err := st.insertOrder.Exec(id, o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), fp,
+		src, srcCcy, tgt, tgtCcy, stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), at.UnixMilli(),
+		completedAt, tx.nextCheck(o.Status, at))
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err != nil {
+			return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
+		}
 		// The provider id was not found a moment ago in this transaction,
 		// so the conflict is on merchantOrderId.
 		return Result{}, fmt.Errorf("apply %s: %w: merchantOrderId %q belongs to another order", o.ID, ErrConflict, o.MerchantOrderID)
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
-	}
-	stateID, err := tx.addHistory(id, in, OutcomeNew, at)
-	if err != nil {
+	if err := tx.insertHistory(stateID, id, in, OutcomeNew, at); err != nil {
 		return Result{}, err
-	}
-	if _, err := st.setOrderState.Exec(stateID, id); err != nil {
-		return Result{}, fmt.Errorf("apply %s: set state: %w", o.ID, err)
 	}
 	eventID, err := tx.orderEvent(obs, fp, "order."+SubjectToken(string(o.Status)), stateID, at)
 	if err != nil {
@@ -275,34 +283,42 @@ func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
 	return Result{Outcome: OutcomeNew, EventID: eventID}, nil
 }
 
-// addHistory records an observed state. A webhook's body goes to
+// addHistory records an observed state and returns its history id.
+func (tx *Tx) addHistory(orderID int64, in applyInput, outcome Outcome, at time.Time) (int64, error) {
+	id, err := tx.ids.next(&tx.ids.history, tx.s.st.maxHistoryID)
+	if err != nil {
+		return 0, fmt.Errorf("apply %s: %w", in.obs.Order.ID, err)
+	}
+	return id, tx.insertHistory(id, orderID, in, outcome, at)
+}
+
+// insertHistory writes history row id. A webhook's body goes to
 // deliveries and the history row points at it; other sources keep their
 // raw JSON in the history row.
-func (tx *Tx) addHistory(orderID int64, in applyInput, outcome Outcome, at time.Time) (int64, error) {
+func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, at time.Time) error {
 	obs := in.obs
 	var (
 		deliveryID any
 		raw        any
 	)
 	if obs.Source == SourceWebhook {
-		id, err := tx.recordDelivery(orderID, in, at)
+		did, err := tx.recordDelivery(orderID, in, at)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		deliveryID = id
+		deliveryID = did
 	} else {
 		raw = []byte(obs.Raw)
 	}
-	var id int64
-	if err := tx.s.st.insertHistory.QueryRow(orderID, in.fp, string(obs.Order.Status), string(obs.Source),
-		string(outcome), at.UnixMilli(), deliveryID, raw).Scan(&id); err != nil {
-		return 0, fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
+	if _, err := tx.s.st.insertHistory.Exec(id, orderID, in.fp, string(obs.Order.Status), string(obs.Source),
+		string(outcome), at.UnixMilli(), deliveryID, raw); err != nil {
+		return fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
 	}
-	return id, nil
+	return nil
 }
 
 // recordDelivery stores a webhook body once per order; a byte-identical
-// repeat bumps its counter.
+// repeat bumps its counter. It returns the delivery's id.
 func (tx *Tx) recordDelivery(orderID int64, in applyInput, at time.Time) (int64, error) {
 	obs := in.obs
 	var (
@@ -315,8 +331,14 @@ func (tx *Tx) recordDelivery(orderID int64, in applyInput, at time.Time) (int64,
 	if obs.Delivery != nil {
 		remote = nullString(obs.Delivery.RemoteAddr)
 	}
+	// A repeat keeps its first row's id; the one drawn here then stays
+	// unused, which is harmless.
+	newID, err := tx.ids.next(&tx.ids.delivery, tx.s.st.maxDeliveryID)
+	if err != nil {
+		return 0, fmt.Errorf("apply %s: %w", obs.Order.ID, err)
+	}
 	var id int64
-	if err := tx.s.st.upsertDelivery.QueryRow(orderID, in.bodySum[:], in.fp, []byte(obs.Raw), headers, remote,
+	if err := tx.s.st.upsertDelivery.QueryRow(newID, orderID, in.bodySum[:], in.fp, []byte(obs.Raw), headers, remote,
 		at.UnixMilli(), at.UnixMilli()).Scan(&id); err != nil {
 		return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
 	}

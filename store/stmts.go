@@ -14,9 +14,10 @@ import (
 type stmts struct {
 	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
 
+	maxOrderID, maxDeliveryID, maxHistoryID *sql.Stmt
+
 	orderByProviderID *sql.Stmt
 	insertOrder       *sql.Stmt
-	setOrderState     *sql.Stmt
 	updateOrder       *sql.Stmt
 	upsertDelivery    *sql.Stmt
 	seenBefore        *sql.Stmt
@@ -51,29 +52,29 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 
 	p(&st.orderByProviderID, `SELECT id, merchant_order_id, status, fingerprint, learned_via
 		FROM orders WHERE provider_id = ?`)
-	p(&st.insertOrder, `INSERT INTO orders (provider_id, merchant_order_id, type, status, fingerprint,
-			source_amount, source_currency, target_amount, target_currency, learned_via,
+	p(&st.maxOrderID, `SELECT coalesce(max(id), 0) FROM orders`)
+	p(&st.maxDeliveryID, `SELECT coalesce(max(id), 0) FROM deliveries`)
+	p(&st.maxHistoryID, `SELECT coalesce(max(id), 0) FROM order_history`)
+	p(&st.insertOrder, `INSERT INTO orders (id, provider_id, merchant_order_id, type, status, fingerprint,
+			source_amount, source_currency, target_amount, target_currency, state_id, learned_via,
 			created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
-		ON CONFLICT DO NOTHING
-		RETURNING id`)
-	p(&st.setOrderState, `UPDATE orders SET state_id = ? WHERE id = ?`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+		ON CONFLICT DO NOTHING`)
 	p(&st.updateOrder, `UPDATE orders SET status = ?, fingerprint = ?, type = ?,
 			source_amount = ?, source_currency = ?, target_amount = ?, target_currency = ?,
 			state_id = ?, learned_via = ?, created_at = coalesce(created_at, ?), updated_at = ?,
 			completed_at = coalesce(completed_at, ?), next_check_at = ?, check_attempts = 0
 		WHERE id = ?`)
-	p(&st.upsertDelivery, `INSERT INTO deliveries (order_id, body_sha256, fingerprint, raw, headers, remote_addr,
+	p(&st.upsertDelivery, `INSERT INTO deliveries (id, order_id, body_sha256, fingerprint, raw, headers, remote_addr,
 			first_received_at, last_received_at, times_seen)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
 		ON CONFLICT (order_id, body_sha256) DO UPDATE SET
 			times_seen = times_seen + 1,
 			last_received_at = max(last_received_at, excluded.last_received_at)
 		RETURNING id`)
 	p(&st.seenBefore, `SELECT EXISTS (SELECT 1 FROM order_history WHERE order_id = ? AND fingerprint = ?)`)
-	p(&st.insertHistory, `INSERT INTO order_history (order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		RETURNING id`)
+	p(&st.insertHistory, `INSERT INTO order_history (id, order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// Order events need no conflict clause (see the outbox table's
 	// comment in the schema); other events drop repeats on event_id.
 	p(&st.insertOrderEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,

@@ -20,6 +20,31 @@ import (
 type Tx struct {
 	s      *Store
 	events int // outbox rows added in the current savepoint
+	ids    rowIDs
+}
+
+// rowIDs hands out the primary keys of orders, deliveries and history
+// rows inside one transaction, so that rows pointing at each other are
+// written once, with their pointers, instead of inserted and then updated.
+// Each counter starts from the table's largest id when first needed; the
+// transaction holds SQLite's write lock (BEGIN IMMEDIATE), so no other
+// writer can take an id meanwhile. Every insert into these tables draws
+// its id here. An id drawn by a write that is rolled back leaves a gap,
+// which nothing relies on.
+type rowIDs struct {
+	order, delivery, history int64 // last id handed out; 0 until loaded
+}
+
+// next returns the next id of the counter last, loading it with maxQuery
+// on first use in the transaction.
+func (r *rowIDs) next(last *int64, maxQuery *sql.Stmt) (int64, error) {
+	if *last == 0 {
+		if err := maxQuery.QueryRow().Scan(last); err != nil {
+			return 0, fmt.Errorf("read the largest row id: %w", err)
+		}
+	}
+	*last++
+	return *last, nil
 }
 
 // Now returns the store's clock reading.

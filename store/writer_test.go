@@ -415,3 +415,50 @@ func TestStore_Apply_failureInBatchWithoutSavepoints(t *testing.T) {
 		t.Errorf("the three writes did not share a commit: %v", rec.sizes())
 	}
 }
+
+// Two stores on one file (the daemon and an "orderd reconcile" run beside
+// it) both write orders: each transaction draws row ids from what is
+// committed when it starts, so neither collides with the other and every
+// order points at a history row of its own.
+func TestStore_Apply_twoWritersOneFile(t *testing.T) {
+	s1, path := openStore(t, store.Options{})
+	s2, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s2.Close(ctx); err != nil {
+			t.Errorf("close second store: %v", err)
+		}
+	})
+	const perStore = 60
+	var wg sync.WaitGroup
+	for _, s := range []*store.Store{s1, s2} {
+		for i := range perStore {
+			o := newOrder(fmt.Sprintf("%d.00", i+1))
+			wg.Go(func() {
+				if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, o.processing().json(false))); err != nil {
+					t.Errorf("apply processing: %v", err)
+					return
+				}
+				if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, o.json(false))); err != nil {
+					t.Errorf("apply completed: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := count(t, s1, `SELECT count(*) FROM orders WHERE status = 'completed'`); n != 2*perStore {
+		t.Errorf("%d completed orders, want %d", n, 2*perStore)
+	}
+	if n := count(t, s1, `SELECT count(*) FROM orders o JOIN order_history h ON h.id = o.state_id
+		JOIN deliveries d ON d.id = h.delivery_id
+		WHERE h.order_id = o.id AND d.order_id = o.id AND h.fingerprint = o.fingerprint`); n != 2*perStore {
+		t.Errorf("%d orders point at their own current state, want %d", n, 2*perStore)
+	}
+	if n := count(t, s1, `SELECT count(*) FROM order_history`); n != 4*perStore {
+		t.Errorf("%d history rows, want %d", n, 4*perStore)
+	}
+}
