@@ -19,7 +19,9 @@ const completedOrder = `{"id":"3351231c-514a-4336-aadc-8e45ab5bd4f5","merchantOr
 
 // BenchmarkDecodeOrder measures the webhook hot path's decode and
 // fingerprint, beside a plain encoding/json decode of the same body into a
-// map (the ceiling: what any decoder must at least scan).
+// map (the ceiling: what any decoder must at least scan). The body has no
+// unknown field, so DecodeOrder reads it in its one strict pass; the
+// unknown-fields case measures the general path it falls back to.
 func BenchmarkDecodeOrder(b *testing.B) {
 	body := []byte(completedOrder)
 	b.Run("DecodeOrder+Fingerprint", func(b *testing.B) {
@@ -45,6 +47,18 @@ func BenchmarkDecodeOrder(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := provider.DecodeOrder(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// An order with fields this package does not know (kept in Extra): the
+	// uncommon case. The fast pass refuses it and the general path, which
+	// collects them, decodes it again.
+	unknown := []byte(futureOrder)
+	b.Run("DecodeOrder-unknown-fields", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := provider.DecodeOrder(unknown); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -117,25 +117,92 @@ func (m *Money) UnmarshalJSON(data []byte) error {
 	if bytes.Equal(data, []byte("null")) {
 		return nil // as encoding/json does for values that are null
 	}
-	var raw moneyJSON
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return fmt.Errorf("money: %w", err)
-	}
-	var s string
-	if a := raw.Amount; len(a) >= 2 && a[0] == '"' && a[len(a)-1] == '"' && bytes.IndexByte(a, '\\') < 0 {
-		// A plain quoted string, as every amount the provider writes is;
-		// the JSON decoder has already checked it is well formed.
-		s = string(a[1 : len(a)-1])
-	} else if err := json.Unmarshal(raw.Amount, &s); err != nil {
-		return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
+	s, currency, ok := plainMoney(data)
+	if !ok {
+		var raw moneyJSON
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return fmt.Errorf("money: %w", err)
+		}
+		if a := raw.Amount; len(a) >= 2 && a[0] == '"' && a[len(a)-1] == '"' && bytes.IndexByte(a, '\\') < 0 {
+			// A plain quoted string, as every amount the provider writes is;
+			// the JSON decoder has already checked it is well formed.
+			s = string(a[1 : len(a)-1])
+		} else if err := json.Unmarshal(raw.Amount, &s); err != nil {
+			return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
+		}
+		currency = raw.Currency
 	}
 	d, err := ParseAmount(s)
 	if err != nil {
 		return fmt.Errorf("money: %w", err)
 	}
 	m.Amount = d
-	m.Currency = strings.ToLower(raw.Currency)
+	m.Currency = strings.ToLower(currency)
 	return nil
+}
+
+// plainMoney reads a Money object in the shape the provider writes it,
+// {"amount":"<a>","currency":"<c>"}: both keys spelled exactly so, in either
+// order, no whitespace, amount present, values strings of printable ASCII
+// without escapes. It reports false for anything else, which encoding/json
+// then decodes (other spellings of the keys, unknown keys, duplicates,
+// whitespace, escapes, amounts that are not strings).
+func plainMoney(data []byte) (amount, currency string, ok bool) {
+	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
+		return "", "", false
+	}
+	rest := data[1 : len(data)-1]
+	var haveAmount, haveCurrency bool
+	for len(rest) > 0 {
+		key, n := plainStringPrefix(rest)
+		if n == 0 || n >= len(rest) || rest[n] != ':' {
+			return "", "", false
+		}
+		rest = rest[n+1:]
+		val, n := plainStringPrefix(rest)
+		if n == 0 {
+			return "", "", false
+		}
+		rest = rest[n:]
+		switch string(key) {
+		case "amount":
+			if haveAmount {
+				return "", "", false
+			}
+			haveAmount, amount = true, string(val)
+		case "currency":
+			if haveCurrency {
+				return "", "", false
+			}
+			haveCurrency, currency = true, string(val)
+		default:
+			return "", "", false
+		}
+		if len(rest) > 0 {
+			if rest[0] != ',' || len(rest) == 1 {
+				return "", "", false
+			}
+			rest = rest[1:]
+		}
+	}
+	if !haveAmount {
+		return "", "", false
+	}
+	return amount, currency, true
+}
+
+// plainStringPrefix reads the plain JSON string (see plainStringLen) at the
+// start of b. It returns its text and the bytes it takes with its quotes,
+// or n == 0 when b does not start with one.
+func plainStringPrefix(b []byte) (text []byte, n int) {
+	if len(b) < 2 || b[0] != '"' {
+		return nil, 0
+	}
+	l := plainStringLen(b[1:])
+	if 1+l >= len(b) || b[1+l] != '"' {
+		return nil, 0
+	}
+	return b[1 : 1+l], l + 2
 }
 
 func truncate(b []byte) string {

@@ -52,9 +52,11 @@ func (t *Time) UnmarshalJSON(data []byte) error {
 		*t = Time{}
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("timestamp must be a string, got %s", truncate(data))
+	s, ok := plainJSONString(data)
+	if !ok {
+		if err := json.Unmarshal(data, &s); err != nil {
+			return fmt.Errorf("timestamp must be a string, got %s", truncate(data))
+		}
 	}
 	if s == "" {
 		*t = Time{}
@@ -66,4 +68,30 @@ func (t *Time) UnmarshalJSON(data []byte) error {
 	}
 	*t = p
 	return nil
+}
+
+// plainJSONString returns the text of data when data is exactly a JSON
+// string of printable ASCII without escapes, as timestamps, amounts and
+// currencies are written; such a string decodes to its bytes as they are.
+// For anything else it reports false and the caller uses encoding/json.
+func plainJSONString(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
+		return "", false
+	}
+	if n := plainStringLen(data[1:]); n != len(data)-2 {
+		return "", false
+	}
+	return string(data[1 : len(data)-1]), true
+}
+
+// plainStringLen returns how many bytes at the start of b are printable
+// ASCII other than a quote or a backslash: what a JSON string can hold
+// without escapes and without being decoded.
+func plainStringLen(b []byte) int {
+	for i, c := range b {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(b)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Status is an order or transaction status. The spec lists the values it has
@@ -289,8 +290,13 @@ var ErrInvalidOrder = errors.New("invalid order")
 // id, merchantOrderId, type and status. Errors name the field.
 func DecodeOrder(data []byte) (*Order, error) {
 	var o Order
-	if err := json.Unmarshal(data, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+	// Most orders have no unknown field anywhere: decodeOrderFast reads them
+	// in one strict pass. Whatever it refuses goes through the general path,
+	// which keeps unknown fields in Extra and gives the errors.
+	if !decodeOrderFast(data, &o) {
+		if err := decodeOrderSlow(data, &o); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+		}
 	}
 	switch {
 	case o.ID == "":
@@ -303,4 +309,192 @@ func DecodeOrder(data []byte) (*Order, error) {
 		return nil, fmt.Errorf("%w: status is missing", ErrInvalidOrder)
 	}
 	return &o, nil
+}
+
+// decodeOrderSlow is the general decode: json.Unmarshal through
+// Order.UnmarshalJSON and Transaction.UnmarshalJSON, which scan each
+// transaction several times but keep unknown fields in Extra.
+func decodeOrderSlow(data []byte, o *Order) error {
+	return json.Unmarshal(data, o)
+}
+
+// plainOrder and plainTransaction are Order and Transaction without their
+// UnmarshalJSON methods.
+type (
+	plainOrder       Order
+	plainTransaction Transaction
+)
+
+// fastOrder is an order none of whose levels has an UnmarshalJSON that
+// decodes its bytes again (Money and Time still have theirs). Its
+// Transactions hides the embedded plainOrder's: encoding/json uses the
+// shallower of two fields with one name.
+type fastOrder struct {
+	plainOrder
+	Transactions []plainTransaction `json:"transactions"`
+}
+
+// decodeOrderFast decodes data into o in one strict pass and reports
+// whether it could. When it reports true, o is exactly what decodeOrderSlow
+// would give: data is one well-formed JSON value (only whitespace after
+// it), no object in it has a field that Extra would have to keep, and the
+// transactions are decoded once each. When it reports false, o is left as
+// it was and the caller decodes again with decodeOrderSlow.
+func decodeOrderFast(data []byte, o *Order) bool {
+	var f fastOrder
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&f) != nil {
+		return false
+	}
+	// json.Unmarshal refuses anything but whitespace after the value.
+	if off := dec.InputOffset(); off < 0 || off > int64(len(data)) || !isJSONSpace(data[off:]) {
+		return false
+	}
+	// Transaction.UnmarshalJSON replaces the whole transaction, while this
+	// decode merges into it: the two differ when a "transactions" key comes
+	// again and reuses the elements the first one filled.
+	if !transactionsKeyAtMostOnce(data) {
+		return false
+	}
+	*o = Order(f.plainOrder)
+	if f.Transactions != nil {
+		o.Transactions = make([]Transaction, len(f.Transactions))
+		for i := range f.Transactions {
+			o.Transactions[i] = Transaction(f.Transactions[i])
+		}
+	}
+	return true
+}
+
+func isJSONSpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// transactionsKeyAtMostOnce reports whether the top-level object of data,
+// which must be well-formed JSON, has at most one key that encoding/json
+// would match to "transactions". It answers false, to be safe, when a
+// top-level key has an escape or a non-ASCII byte (encoding/json folds some
+// of those to ASCII letters: "ſ" matches "s").
+func transactionsKeyAtMostOnce(data []byte) bool {
+	i := skipJSONSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return true // not an object: no keys
+	}
+	i++
+	seen := false
+	for {
+		i = skipJSONSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case '}':
+			return true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		start := i + 1
+		end := start
+		for ; end < len(data) && data[end] != '"'; end++ {
+			if c := data[end]; c == '\\' || c >= utf8.RuneSelf {
+				return false
+			}
+		}
+		if end >= len(data) {
+			return false
+		}
+		if end-start == len("transactions") && strings.EqualFold(string(data[start:end]), "transactions") {
+			if seen {
+				return false
+			}
+			seen = true
+		}
+		i = skipJSONSpace(data, end+1)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		if i = skipJSONValue(data, skipJSONSpace(data, i+1)); i < 0 {
+			return false
+		}
+	}
+}
+
+func skipJSONSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipJSONValue returns the index just past the well-formed JSON value that
+// starts at data[i], or -1 when data ends first.
+func skipJSONValue(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return skipJSONString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				if i = skipJSONString(data, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default: // number, true, false, null
+		for i < len(data) {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// skipJSONString returns the index just past the string whose opening quote
+// is data[i], or -1 when data ends first.
+func skipJSONString(data []byte, i int) int {
+	for j := i + 1; j < len(data); {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		// The quote closes the string unless an odd number of
+		// backslashes escapes it.
+		n := 0
+		for b := j - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+	return -1
 }
