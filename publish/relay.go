@@ -41,6 +41,7 @@ const (
 	defaultWindow         = 256
 	defaultPublishTimeout = 5 * time.Second
 	defaultPollInterval   = 500 * time.Millisecond
+	defaultLinger         = 5 * time.Millisecond
 	maxPollInterval       = time.Second
 	defaultMaxBackoff     = 10 * time.Second
 	minBackoff            = 100 * time.Millisecond
@@ -72,6 +73,13 @@ type RelayConfig struct {
 	// up events written by another process (the reconcile command);
 	// default 500ms, at most 1s.
 	PollInterval time.Duration
+	// Linger is how long a pass woken by a commit waits before it reads
+	// the outbox, so that the events of the commits right behind it go in
+	// the same read and the same atomic batch; default 5ms, negative for
+	// none. Under a burst this turns many small passes (each a read, a
+	// batch or single publishes, a marking) into few large ones; when
+	// events trickle in it only delays each by Linger.
+	Linger time.Duration
 	// MaxBackoff caps the exponential back-off after a failure; default 10s.
 	MaxBackoff time.Duration
 	// Retention is how long published events stay in the outbox; default
@@ -136,6 +144,9 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = defaultBatchSize
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = defaultLinger
 	}
 	if cfg.Window == 0 {
 		cfg.Window = defaultWindow
@@ -227,6 +238,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+			if !r.linger(ctx) {
+				return nil
+			}
 		case <-tick:
 			rescan = true
 		case <-retry.C:
@@ -253,6 +267,22 @@ func (r *Relay) Run(ctx context.Context) error {
 			backoff = 0
 			retry.Stop()
 		}
+	}
+}
+
+// linger waits cfg.Linger (see RelayConfig) and reports false if ctx ended
+// meanwhile.
+func (r *Relay) linger(ctx context.Context) bool {
+	if r.cfg.Linger <= 0 {
+		return true
+	}
+	t := time.NewTimer(r.cfg.Linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -630,3 +630,32 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 		})
 	}
 }
+
+// A pass woken by a commit lingers, so the events of the commits right
+// behind it go out with it: 20 events committed one at a time within the
+// linger leave as one atomic batch instead of one by one (a single commit's
+// run of events is below the shortest atomic batch).
+func TestRelay_LingerGathersCommits(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	st, _ := openStore(t, store.Options{})
+	// Provision the stream first, so the relay's first pass is the one
+	// the commits below wake.
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, newRelay(t, publish.RelayConfig{Linger: 500 * time.Millisecond, Stream: &publish.StreamConfig{}}, st, js))
+	time.Sleep(100 * time.Millisecond) // the relay's first (empty) pass
+	const n = 20
+	for i := range n {
+		apply(t, st, newTestOrder("linger", i), "processing", false, store.SourceWebhook)
+	}
+	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
+	batches := make(map[string]int)
+	for _, m := range streamMsgs(t, js, "ORDERD") {
+		batches[m.Headers().Get("Nats-Batch-Id")]++
+	}
+	if len(batches) != 1 || batches[""] != 0 {
+		t.Errorf("events by batch id: %v, want one atomic batch of %d", batches, n)
+	}
+}

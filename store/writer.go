@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -15,6 +16,11 @@ const (
 	stateTaken
 	stateAbandoned
 )
+
+// gatherYields is how many times the writer yields the processor before
+// taking a batch during a burst (see run). Measured under "make load": with
+// 64 senders, batches grow from about 4 writes to about 12.
+const gatherYields = 4
 
 // request is one write waiting for the writer.
 type request struct {
@@ -84,15 +90,29 @@ func (s *Store) write(ctx context.Context, fn func(tx *Tx) error, rerun bool) er
 // moment (up to MaxBatch), runs them in one transaction and releases them
 // after the commit, so one fsync serves the whole group. It exits when the
 // queue is closed and drained.
+//
+// When the previous transaction held more than one write, writes are
+// arriving from several goroutines at once (a burst of webhooks), and most
+// of their senders are a moment away from queueing: still verifying or
+// decoding. The writer then yields the processor a few times before it
+// takes the batch, so that they join it. Fewer, larger transactions write
+// the pages every write touches (table tails, index pages) and sync the
+// log fewer times. A lone write (previous batch of one) never waits.
 func (s *Store) run() {
 	defer close(s.done)
 	batch := make([]*request, 0, s.opts.MaxBatch)
+	last := 0 // writes in the previous batch
 	for {
 		r, ok := <-s.queue
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], r)
+		if last > 1 {
+			for i := 0; i < gatherYields && len(s.queue) < s.opts.MaxBatch/4; i++ {
+				runtime.Gosched()
+			}
+		}
 	fill:
 		for len(batch) < s.opts.MaxBatch {
 			select {
@@ -106,6 +126,7 @@ func (s *Store) run() {
 			}
 		}
 		s.commitBatch(batch)
+		last = len(batch)
 		clear(batch)
 	}
 }

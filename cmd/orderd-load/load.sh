@@ -19,6 +19,7 @@ RATE=${RATE:-1000}
 RATE_TIME=${RATE_TIME:-10s}
 RATE_SENDERS=${RATE_SENDERS:-64}
 REPEAT=${REPEAT:-0}
+# METRICS=1 prints orderd's store and relay metrics before it is stopped.
 # rsa, like the fake provider's default key and the receiver's benchmark;
 # ecdsa signs up front much faster but verifies several times slower.
 KEY_TYPE=${KEY_TYPE:-rsa}
@@ -98,6 +99,13 @@ echo "load: phase 1: $FLAT_SENDERS senders flat out for $FLAT_TIME (at most $FLA
 echo "load: phase 2: $RATE webhooks/s for $RATE_TIME"
 "$dir/orderd-load" -url "$url" -key "$dir/load-key.pem" -rate "$RATE" -c "$RATE_SENDERS" \
 	-d "$RATE_TIME" -repeat "$REPEAT" | tee "$dir/rate.txt"
+
+if [ "${METRICS:-0}" = 1 ]; then
+	admin=$(grep -o '"admin":"[^"]*"' "$dir/orderd.log" "$dir/orderd.out" 2>/dev/null | head -n1 | sed 's/.*"admin":"\([^"]*\)"/\1/' || true)
+	curl -fsS "http://$admin/metrics" >"$dir/metrics.txt"
+	echo "load: orderd's store and relay metrics after both phases:"
+	grep -E '^orderd_(store|publish|outbox)[a-z_]*(_sum|_count|_total)?[ {]' "$dir/metrics.txt" | grep -v '_bucket' || true
+fi
 
 kill -TERM "$pid"
 if ! wait "$pid"; then
