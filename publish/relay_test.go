@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -657,5 +658,52 @@ func TestRelay_LingerGathersCommits(t *testing.T) {
 	}
 	if len(batches) != 1 || batches[""] != 0 {
 		t.Errorf("events by batch id: %v, want one atomic batch of %d", batches, n)
+	}
+}
+
+// A damaged outbox row (its data no longer JSON) is set aside with an
+// "invalid" error; the events around it, in the same page, are published.
+func TestRelay_DamagedRowIsSetAside(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	st, _ := openStore(t, store.Options{})
+	var seqs []int64
+	for i := range 3 {
+		apply(t, st, newTestOrder("damaged", i), "processing", false, store.SourceWebhook)
+	}
+	evs, err := st.PendingEvents(t.Context(), 0, 10)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("pending events: %d, %v", len(evs), err)
+	}
+	for _, ev := range evs {
+		seqs = append(seqs, ev.Seq)
+	}
+	// Damage the middle event's body where it is stored.
+	err = st.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(`UPDATE deliveries SET raw = CAST('{"id": broken' AS BLOB) WHERE id = (
+			SELECT h.delivery_id FROM outbox o JOIN order_history h ON h.id = o.state_id WHERE o.seq = ?)`, seqs[1])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := publish.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}, Metrics: m}, st, js))
+	waitFor(t, 10*time.Second, "two events in the stream", func() bool { return streamCount(t, js, "ORDERD") == 2 })
+	waitFor(t, 10*time.Second, "the backlog to settle at the damaged event", func() bool { return backlog(t, st) == 1 })
+	var got []string
+	for _, msg := range streamMsgs(t, js, "ORDERD") {
+		got = append(got, msg.Headers().Get("Nats-Msg-Id"))
+	}
+	if want := []string{evs[0].ID, evs[2].ID}; !slices.Equal(got, want) {
+		t.Errorf("published %v, want %v", got, want)
+	}
+	// The damaged event is the only failure of any kind.
+	if n := metricValue(t, reg, "orderd_publish_errors_total"); n != 1 {
+		t.Errorf("publish errors = %v, want 1 (the damaged event)", n)
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // PendingEvents returns up to limit unpublished events with seq greater
 // than afterSeq, in seq order. Order events carry the order JSON as
-// received (compacted); other events their stored data.
+// received (compacted); other events their stored data. Data that is not
+// valid JSON (a damaged row) is returned as it is stored.
 func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([]OutboxEvent, error) {
 	if limit <= 0 {
 		limit = 100
@@ -36,7 +37,10 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 		}
 		ev.Time = time.UnixMilli(at).UTC()
 		if ev.Data, err = compact(data); err != nil {
-			return nil, fmt.Errorf("pending event %d: data is not JSON: %w", ev.Seq, err)
+			// Only a damaged row can get here (every write path checks
+			// its JSON). It comes back as stored, so that the relay sets
+			// this one event aside instead of failing the whole page.
+			ev.Data = data
 		}
 		evs = append(evs, ev)
 	}
