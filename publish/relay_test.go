@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"
 )
@@ -705,5 +706,52 @@ func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 	// The damaged event is the only failure of any kind.
 	if n := metricValue(t, reg, "orderd_publish_errors_total"); n != 1 {
 		t.Errorf("publish errors = %v, want 1 (the damaged event)", n)
+	}
+}
+
+// After a pass that published a long run (64 events or more), the relay
+// lingers longer (BurstLinger): commits arriving one by one during a burst
+// still leave together. With a Linger of 1ms alone, the 20 commits below
+// would go out in small runs, one by one.
+func TestRelay_BurstLingerGathersMore(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	st, _ := openStore(t, store.Options{})
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, newRelay(t, publish.RelayConfig{
+		Linger: time.Millisecond, BurstLinger: 500 * time.Millisecond, Stream: &publish.StreamConfig{},
+	}, st, js))
+	time.Sleep(100 * time.Millisecond) // the relay's first (empty) pass
+	// A burst: 70 events in one commit make one pass publish them.
+	err := st.Write(t.Context(), func(tx *store.Tx) error {
+		for i := range 70 {
+			raw := newTestOrder("burst", i).raw("processing", false)
+			ord, err := provider.DecodeOrder(raw)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ApplyObservation(store.Observation{Source: store.SourcePoll, Order: ord, Raw: raw}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the burst to be published", func() bool { return backlog(t, st) == 0 })
+	const n = 20
+	for i := range n {
+		apply(t, st, newTestOrder("after-burst", i), "processing", false, store.SourceWebhook)
+	}
+	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
+	batches := make(map[string]int)
+	for _, m := range streamMsgs(t, js, "ORDERD")[70:] {
+		batches[m.Headers().Get("Nats-Batch-Id")]++
+	}
+	if len(batches) != 1 || batches[""] != 0 {
+		t.Errorf("events after the burst by batch id: %v, want one atomic batch of %d", batches, n)
 	}
 }

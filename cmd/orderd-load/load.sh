@@ -104,7 +104,7 @@ if [ "${METRICS:-0}" = 1 ]; then
 	admin=$(grep -o '"admin":"[^"]*"' "$dir/orderd.log" "$dir/orderd.out" 2>/dev/null | head -n1 | sed 's/.*"admin":"\([^"]*\)"/\1/' || true)
 	curl -fsS "http://$admin/metrics" >"$dir/metrics.txt"
 	echo "load: orderd's store and relay metrics after both phases:"
-	grep -E '^orderd_(store|publish|outbox)[a-z_]*(_sum|_count|_total)?[ {]' "$dir/metrics.txt" | grep -v '_bucket' || true
+	grep -E '^(orderd_(store|publish|outbox)[a-z_]*(_sum|_count|_total)?|process_cpu_seconds_total)[ {]' "$dir/metrics.txt" | grep -v '_bucket' || true
 fi
 
 kill -TERM "$pid"
