@@ -63,7 +63,7 @@ const pendingEventsQuery = `SELECT o.seq, o.event_id, o.type, o.subject, o.event
 // whitespace byte at all is compact already (as webhook bodies usually are)
 // and comes back as it is, after a validity check.
 func compact(data []byte) ([]byte, error) {
-	if bytes.IndexAny(data, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(data, " \t\r\n") {
 		if !json.Valid(data) {
 			return nil, errors.New("invalid JSON")
 		}
