@@ -144,15 +144,8 @@ func decodeOrderReference(data []byte) (*Order, error) {
 	if err := decodeOrderSlow(data, &o); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
 	}
-	switch {
-	case o.ID == "":
-		return nil, fmt.Errorf("%w: id is missing", ErrInvalidOrder)
-	case o.MerchantOrderID == "":
-		return nil, fmt.Errorf("%w: merchantOrderId is missing", ErrInvalidOrder)
-	case o.Type == "":
-		return nil, fmt.Errorf("%w: type is missing", ErrInvalidOrder)
-	case o.Status == "":
-		return nil, fmt.Errorf("%w: status is missing", ErrInvalidOrder)
+	if err := checkRequired(&o); err != nil {
+		return nil, err
 	}
 	return &o, nil
 }

@@ -298,17 +298,25 @@ func DecodeOrder(data []byte) (*Order, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
 		}
 	}
-	switch {
-	case o.ID == "":
-		return nil, fmt.Errorf("%w: id is missing", ErrInvalidOrder)
-	case o.MerchantOrderID == "":
-		return nil, fmt.Errorf("%w: merchantOrderId is missing", ErrInvalidOrder)
-	case o.Type == "":
-		return nil, fmt.Errorf("%w: type is missing", ErrInvalidOrder)
-	case o.Status == "":
-		return nil, fmt.Errorf("%w: status is missing", ErrInvalidOrder)
+	if err := checkRequired(&o); err != nil {
+		return nil, err
 	}
 	return &o, nil
+}
+
+// checkRequired checks the fields every order must have.
+func checkRequired(o *Order) error {
+	switch {
+	case o.ID == "":
+		return fmt.Errorf("%w: id is missing", ErrInvalidOrder)
+	case o.MerchantOrderID == "":
+		return fmt.Errorf("%w: merchantOrderId is missing", ErrInvalidOrder)
+	case o.Type == "":
+		return fmt.Errorf("%w: type is missing", ErrInvalidOrder)
+	case o.Status == "":
+		return fmt.Errorf("%w: status is missing", ErrInvalidOrder)
+	}
+	return nil
 }
 
 // decodeOrderSlow is the general decode: json.Unmarshal through

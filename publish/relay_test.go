@@ -292,11 +292,7 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 			// All were pending at once, so they went as one atomic
 			// batch; the second relay's batch of the same events is
 			// refused as a whole and it must fall back to one by one.
-			batches := make(map[string]int)
-			for _, m := range streamMsgs(t, js, "ORDERD") {
-				batches[m.Headers().Get("Nats-Batch-Id")]++
-			}
-			if len(batches) != 1 || batches[""] != 0 {
+			if batches := byBatchID(streamMsgs(t, js, "ORDERD")); len(batches) != 1 || batches[""] != 0 {
 				t.Errorf("first relay's events by batch id: %v, want one batch of %d", batches, n)
 			}
 
@@ -638,28 +634,42 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 // linger leave as one atomic batch instead of one by one (a single commit's
 // run of events is below the shortest atomic batch).
 func TestRelay_LingerGathersCommits(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	st, _ := openStore(t, store.Options{})
-	// Provision the stream first, so the relay's first pass is the one
-	// the commits below wake.
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	runRelay(t, newRelay(t, publish.RelayConfig{Linger: 500 * time.Millisecond, Stream: &publish.StreamConfig{}}, st, js))
-	time.Sleep(100 * time.Millisecond) // the relay's first (empty) pass
+	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: 500 * time.Millisecond})
 	const n = 20
 	for i := range n {
 		apply(t, st, newTestOrder("linger", i), "processing", false, store.SourceWebhook)
 	}
 	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
-	batches := make(map[string]int)
-	for _, m := range streamMsgs(t, js, "ORDERD") {
-		batches[m.Headers().Get("Nats-Batch-Id")]++
-	}
-	if len(batches) != 1 || batches[""] != 0 {
+	if batches := byBatchID(streamMsgs(t, js, "ORDERD")); len(batches) != 1 || batches[""] != 0 {
 		t.Errorf("events by batch id: %v, want one atomic batch of %d", batches, n)
 	}
+}
+
+// startLingeringRelay runs a relay with cfg (and a stream it provisions)
+// on a fresh store and NATS server, and returns once the relay's first,
+// empty pass is over, so that the next pass is one a commit wakes.
+func startLingeringRelay(t *testing.T, cfg publish.RelayConfig) (*store.Store, jetstream.JetStream) {
+	t.Helper()
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	st, _ := openStore(t, store.Options{})
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Stream = &publish.StreamConfig{}
+	runRelay(t, newRelay(t, cfg, st, js))
+	time.Sleep(100 * time.Millisecond)
+	return st, js
+}
+
+// byBatchID counts messages by their Nats-Batch-Id header ("" for single
+// publishes).
+func byBatchID(msgs []jetstream.Msg) map[string]int {
+	batches := make(map[string]int)
+	for _, m := range msgs {
+		batches[m.Headers().Get("Nats-Batch-Id")]++
+	}
+	return batches
 }
 
 // A damaged outbox row (its data no longer JSON) is set aside with an
@@ -714,16 +724,7 @@ func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 // still leave together. With a Linger of 1ms alone, the 20 commits below
 // would go out in small runs, one by one.
 func TestRelay_BurstLingerGathersMore(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	st, _ := openStore(t, store.Options{})
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	runRelay(t, newRelay(t, publish.RelayConfig{
-		Linger: time.Millisecond, BurstLinger: 500 * time.Millisecond, Stream: &publish.StreamConfig{},
-	}, st, js))
-	time.Sleep(100 * time.Millisecond) // the relay's first (empty) pass
+	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: time.Millisecond, BurstLinger: 500 * time.Millisecond})
 	// A burst: 70 events in one commit make one pass publish them.
 	err := st.Write(t.Context(), func(tx *store.Tx) error {
 		for i := range 70 {
@@ -747,11 +748,7 @@ func TestRelay_BurstLingerGathersMore(t *testing.T) {
 		apply(t, st, newTestOrder("after-burst", i), "processing", false, store.SourceWebhook)
 	}
 	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
-	batches := make(map[string]int)
-	for _, m := range streamMsgs(t, js, "ORDERD")[70:] {
-		batches[m.Headers().Get("Nats-Batch-Id")]++
-	}
-	if len(batches) != 1 || batches[""] != 0 {
+	if batches := byBatchID(streamMsgs(t, js, "ORDERD")[70:]); len(batches) != 1 || batches[""] != 0 {
 		t.Errorf("events after the burst by batch id: %v, want one atomic batch of %d", batches, n)
 	}
 }
