@@ -198,7 +198,11 @@ func (s *Server) post(url string, body []byte, sig string) (int, error) {
 func appendBounded[T any](list []T, v T, max int) []T {
 	list = append(list, v)
 	if over := len(list) - max; over > 0 {
-		list = slices.Delete(list, 0, over)
+		// Reslicing drops the oldest in O(1); the next append that
+		// outgrows the array copies only the max kept into a new one,
+		// so an append costs O(1) amortized, where shifting the whole
+		// list each time cost O(max).
+		list = list[over:]
 	}
 	return list
 }
