@@ -170,7 +170,7 @@ func TestRun_Help(t *testing.T) {
 		"run":       nil,
 		"sandbox":   nil,
 		"migrate":   nil,
-		"reconcile": {"-job"},
+		"reconcile": {"-job", "-rate"},
 		"report":    {"-from DATE", "-to DATE", "-format", "-o FILE"},
 		"verify":    {"-pubkey FILE", "-signature B64", "[FILE|-]"},
 		"tail":      {"-subject S"},
@@ -226,5 +226,23 @@ func TestPending(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, tt.wantCode, tt.want)
 			}
 		})
+	}
+}
+
+func TestReconcile_RateFlag(t *testing.T) {
+	cfg := writeFile(t, t.TempDir(), "config.yaml", validYAML)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rate", "-1"}, "orderd reconcile: -rate -1 must be positive"},
+		{[]string{"-rate", "11"}, "orderd reconcile: -rate 11 is above provider.rate_limit (10)"},
+		{[]string{"-rate", "fast"}, `invalid value "fast" for flag -rate`},
+	}
+	for _, tt := range tests {
+		r := runOrderd(t, nil, nil, append([]string{"reconcile", "-config", cfg}, tt.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("reconcile %v: exit %d, stderr %q; want 2 and %q", tt.args, r.code, r.stderr, tt.want)
+		}
 	}
 }

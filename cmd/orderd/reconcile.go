@@ -27,9 +27,14 @@ func reconcileCommand() command {
 			"published by the daemon's relay within a second. Exit status 1 when a job failed.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			job := fs.String("job", "all", "job to run: "+strings.Join(reconcileJobs, "|"))
+			rateLimit := fs.Float64("rate", 0, "provider calls per second for this run, at most provider.rate_limit (default: provider.rate_limit);\n"+
+				"a running daemon keeps its own budget and the provider sees the sum, so beside one give this run the share the daemon leaves")
 			return func(ctx context.Context, e *env) error {
 				if !slices.Contains(reconcileJobs, *job) {
 					return e.usagef("-job %q is not one of %s", *job, strings.Join(reconcileJobs, ", "))
+				}
+				if *rateLimit < 0 {
+					return e.usagef("-rate %g must be positive", *rateLimit)
 				}
 				if err := noArgs(e); err != nil {
 					return err
@@ -37,6 +42,12 @@ func reconcileCommand() command {
 				cfg, err := e.LoadConfig()
 				if err != nil {
 					return err
+				}
+				if *rateLimit > cfg.Provider.RateLimit {
+					return e.usagef("-rate %g is above provider.rate_limit (%g)", *rateLimit, cfg.Provider.RateLimit)
+				}
+				if *rateLimit > 0 {
+					cfg.Provider.RateLimit = *rateLimit
 				}
 				lg, err := e.NewLogging(cfg.Log)
 				if err != nil {
