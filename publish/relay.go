@@ -83,8 +83,8 @@ type RelayConfig struct {
 	// the same read and the same atomic batch; default 5ms, negative for
 	// none. When events trickle in it only delays each by Linger.
 	Linger time.Duration
-	// BurstLinger replaces Linger after a pass that published 64 events
-	// or more: events are coming faster than one pass per Linger takes
+	// BurstLinger replaces Linger while the last pass that published
+	// anything published 64 events or more: events are coming faster than one pass per Linger takes
 	// them (over 5,000 a second with the defaults), so the relay gathers
 	// more of them per pass, and spends less of the machine per event on
 	// reads, batches and markings while the receiver is busiest; default
@@ -277,7 +277,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		burst = n >= burstRun
+		if n > 0 {
+			// An empty pass (a poll tick, say) says nothing of the rate.
+			burst = n >= burstRun
+		}
 		if err != nil {
 			backoff = min(max(2*backoff, minBackoff), r.cfg.MaxBackoff)
 			r.log.Warn("publishing failed; retrying", "err", err, "published", n, "backoff", backoff)

@@ -634,7 +634,7 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 // linger leave as one atomic batch instead of one by one (a single commit's
 // run of events is below the shortest atomic batch).
 func TestRelay_LingerGathersCommits(t *testing.T) {
-	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: 500 * time.Millisecond})
+	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: 2 * time.Second})
 	const n = 20
 	for i := range n {
 		apply(t, st, newTestOrder("linger", i), "processing", false, store.SourceWebhook)
@@ -658,7 +658,7 @@ func startLingeringRelay(t *testing.T, cfg publish.RelayConfig) (*store.Store, j
 	}
 	cfg.Stream = &publish.StreamConfig{}
 	runRelay(t, newRelay(t, cfg, st, js))
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	return st, js
 }
 
@@ -724,7 +724,7 @@ func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 // still leave together. With a Linger of 1ms alone, the 20 commits below
 // would go out in small runs, one by one.
 func TestRelay_BurstLingerGathersMore(t *testing.T) {
-	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: time.Millisecond, BurstLinger: 500 * time.Millisecond})
+	st, js := startLingeringRelay(t, publish.RelayConfig{Linger: time.Millisecond, BurstLinger: 2 * time.Second})
 	// A burst: 70 events in one commit make one pass publish them.
 	err := st.Write(t.Context(), func(tx *store.Tx) error {
 		for i := range 70 {
