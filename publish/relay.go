@@ -84,12 +84,12 @@ type RelayConfig struct {
 	// none. When events trickle in it only delays each by Linger.
 	Linger time.Duration
 	// BurstLinger replaces Linger while the last pass that published
-	// anything published 64 events or more: events are coming faster than one pass per Linger takes
-	// them (over 5,000 a second with the defaults), so the relay gathers
-	// more of them per pass, and spends less of the machine per event on
-	// reads, batches and markings while the receiver is busiest; default
-	// 30ms (none when Linger is negative), at least Linger; negative for
-	// none.
+	// anything published 64 events or more: events are coming faster
+	// than one pass per Linger takes them (over 5,000 a second with the
+	// defaults), so the relay gathers more of them per pass, and spends
+	// less of the machine per event on reads, batches and markings while
+	// the receiver is busiest; default 30ms (none when Linger is
+	// negative), at least Linger; negative for none.
 	BurstLinger time.Duration
 	// MaxBackoff caps the exponential back-off after a failure; default 10s.
 	MaxBackoff time.Duration
