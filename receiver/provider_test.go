@@ -28,12 +28,17 @@ func TestHandler_FromProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(prov.Close)
 
 	f := newFixture(t, receiver.Config{})
 	// The receiver still trusts the provider's previous key only.
 	f.handler.SetVerifier(newVerifier(t, oldKey))
 	srv := startServer(t, receiver.ServerConfig{}, f.handler)
+	// Cleanups run last-registered first: the provider closes its client's
+	// connections before the server shuts down. A connection its client
+	// dialed but never used (it found an idle one first) would otherwise
+	// hold the server's graceful shutdown for 5s, as net/http waits that
+	// long for a first request on a new connection.
+	t.Cleanup(prov.Close)
 	url := "http://" + srv.Addr() + receiver.DefaultPath
 
 	const orders = 5
