@@ -531,16 +531,8 @@ func (s *Store) GatewayRequisites(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway requisites: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("gateway requisites: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := scanStrings(rows)
+	if err != nil {
 		return nil, fmt.Errorf("gateway requisites: %w", err)
 	}
 	return ids, nil

@@ -110,3 +110,18 @@ func compactJSON(b []byte) json.RawMessage {
 	}
 	return c
 }
+
+// scanStrings reads every row of a one-column query as a string and closes
+// rows.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

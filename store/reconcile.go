@@ -292,17 +292,8 @@ func (s *Store) ResolveSettledStuckOrders(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("settled stuck orders: %w", err)
 	}
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("settled stuck orders: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	keys, err := scanStrings(rows)
+	if err != nil {
 		return 0, fmt.Errorf("settled stuck orders: %w", err)
 	}
 	n := 0

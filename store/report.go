@@ -318,16 +318,11 @@ func (r *ReportTx) BalanceCurrencies(ctx context.Context, to time.Time) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("report balance currencies: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, fmt.Errorf("report balance currencies: %w", err)
-		}
-		out = append(out, c)
+	out, err := scanStrings(rows)
+	if err != nil {
+		return nil, fmt.Errorf("report balance currencies: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // LatestSnapshot returns the newest snapshot of currency taken before

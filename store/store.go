@@ -340,16 +340,8 @@ func (s *Store) IntegrityCheck(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("integrity check: %w", err)
 	}
-	defer rows.Close()
-	var msgs []string
-	for rows.Next() {
-		var m string
-		if err := rows.Scan(&m); err != nil {
-			return fmt.Errorf("integrity check: %w", err)
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	msgs, err := scanStrings(rows)
+	if err != nil {
 		return fmt.Errorf("integrity check: %w", err)
 	}
 	if len(msgs) == 1 && msgs[0] == "ok" {
