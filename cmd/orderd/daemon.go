@@ -86,7 +86,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
 	}
-	pm = newProcessMetrics(d.registry)
+	pm = newProcessMetrics(d.registry, d.store.Stats)
 	// Creations that were in flight when orderd last stopped have an
 	// unknown outcome: they become in doubt and the reconciler settles them.
 	if n, err := d.store.RecoverPendingAttempts(ctx); err != nil {

@@ -176,6 +176,15 @@ func TestRun_EndToEnd(t *testing.T) {
 	if got := waitMetric(t, de.admin, `orderd_publish_events_total`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
 		t.Errorf("orderd_publish_events_total = %q, want > 0", got)
 	}
+	// The webhook's write and the relay's marking at least; nothing failed.
+	if got := waitMetric(t, de.admin, `orderd_store_writes_total{result="committed"}`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
+		t.Errorf(`orderd_store_writes_total{result="committed"} = %q, want > 0`, got)
+	}
+	for _, m := range []string{`orderd_store_writes_total{result="failed"}`, `orderd_store_writes_total{result="overloaded"}`, `orderd_store_batch_reruns_total`} {
+		if got := metric(t, de.admin, m); got != "0" {
+			t.Errorf("%s = %q, want 0", m, got)
+		}
+	}
 	resp, err := http.Get("http://" + de.admin + "/v1/orders/e2e-1")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"orderd/store"
 )
 
 // processMetrics are the daemon-level collectors that belong to no single
@@ -16,7 +18,7 @@ type processMetrics struct {
 	providerCalls *prometheus.HistogramVec
 }
 
-func newProcessMetrics(reg *prometheus.Registry) *processMetrics {
+func newProcessMetrics(reg *prometheus.Registry, storeStats func() store.Stats) *processMetrics {
 	m := &processMetrics{
 		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "orderd_store_commit_batch_size",
@@ -39,6 +41,26 @@ func newProcessMetrics(reg *prometheus.Registry) *processMetrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.commitBatch, m.commitSeconds, m.providerCalls,
 	)
+	// The writer's own counters, read when scraped.
+	for _, c := range []struct {
+		result string
+		read   func(store.Stats) uint64
+	}{
+		{"committed", func(st store.Stats) uint64 { return st.Writes }},
+		{"failed", func(st store.Stats) uint64 { return st.Failed }},
+		{"overloaded", func(st store.Stats) uint64 { return st.Overloaded }},
+		{"expired", func(st store.Stats) uint64 { return st.Expired }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "orderd_store_writes_total",
+			Help:        "Writes by result: committed, failed (their own error or a failed commit), overloaded (refused, queue full), expired (caller gone before the writer reached them).",
+			ConstLabels: prometheus.Labels{"result": c.result},
+		}, func() float64 { return float64(c.read(storeStats())) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "orderd_store_batch_reruns_total",
+		Help: "Batches run a second time with a savepoint per write because one of their writes failed.",
+	}, func() float64 { return float64(storeStats().Reruns) }))
 	return m
 }
 
