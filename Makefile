@@ -59,10 +59,11 @@ bench:
 
 ## e2e: the fault suite (test/e2e) on the real binaries: orderd killed under
 ## load, NATS outages, provider faults, webhook retries, a full disk (tmpfs;
-## needs root, else that test is skipped).
+## needs root, else that test is skipped). -count=1: the suite builds the
+## binaries itself, which go test's result cache cannot see.
 e2e:
 	$(GO) vet -tags e2e ./test/e2e/
-	$(GO) test -tags e2e -race -timeout 20m -v ./test/e2e/
+	$(GO) test -tags e2e -race -count=1 -timeout 20m -v ./test/e2e/
 
 ## load: build orderd and orderd-load, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the
