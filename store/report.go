@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,6 +96,11 @@ type ReportOrder struct {
 	OpenFindings []string
 	// Raw is the order's current state as the provider wrote it.
 	Raw []byte
+	// Requested is the body of the gateway creation that created the
+	// order, when orderd knows the order only from the provider's creation
+	// answer (learned via gateway), which states no amount; nil otherwise.
+	// Like Raw it is only valid during the call.
+	Requested []byte
 }
 
 // reportOrdersQuery selects the orders of [from, to) in one pass over the
@@ -110,7 +116,9 @@ type ReportOrder struct {
 //
 // Open findings are aggregated once per key and joined by the order's id
 // and by its merchantOrderId (findings about creations and quarantined
-// bodies are keyed by the latter).
+// bodies are keyed by the latter). The creation request is looked up only
+// for orders whose current state is the gateway's creation answer, a few
+// through the attempts' merchantOrderId index.
 const reportOrdersQuery = `
 WITH open_findings AS MATERIALIZED (
 	SELECT subject_key, group_concat(kind, ' ') AS kinds
@@ -136,7 +144,12 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 			 ORDER BY h.id DESC LIMIT 1)
 	END AS period_state,
 	coalesce(fp.kinds, '') AS findings_by_id, coalesce(fm.kinds, '') AS findings_by_mid,
-	coalesce(hs.raw, d.raw) AS raw
+	coalesce(hs.raw, d.raw) AS raw,
+	CASE WHEN o.learned_via = 'gateway' THEN
+		(SELECT a.request FROM attempts a
+		 WHERE a.merchant_order_id = o.merchant_order_id AND a.kind IN ('payin', 'payout') AND a.state = 'created'
+		 ORDER BY a.id DESC LIMIT 1)
+	END AS requested
 FROM orders o
 LEFT JOIN order_history hs ON hs.id = o.state_id
 LEFT JOIN deliveries d ON d.id = hs.delivery_id
@@ -167,13 +180,13 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		current, learned     string
 		periodState          sql.NullString
 		byID, byMID          string
-		raw                  sql.RawBytes
+		raw, requested       sql.RawBytes
 		findingKinds         []string
 		status, typ, members string
 	)
 	for rows.Next() {
 		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
-			&completed, &learned, &periodState, &byID, &byMID, &raw); err != nil {
+			&completed, &learned, &periodState, &byID, &byMID, &raw, &requested); err != nil {
 			return fmt.Errorf("report orders: %w", err)
 		}
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
@@ -203,7 +216,7 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		findingKinds = appendKinds(findingKinds, byID)
 		findingKinds = appendKinds(findingKinds, byMID)
 		o.OpenFindings = findingKinds
-		o.Raw = raw
+		o.Raw, o.Requested = raw, requested
 		if err := fn(&o); err != nil {
 			return err
 		}
@@ -496,17 +509,38 @@ func (s *Store) countSince(ctx context.Context, table, key, timeCol string, sinc
 	return n, err
 }
 
-// RecentOrders returns, when query is empty, the limit orders orderd saw
-// last (newest first); otherwise the order whose provider id is query, if
-// any, followed by the orders whose merchantOrderId starts with query, by
-// merchantOrderId. Each walks an index and stops at limit, whatever the
-// size of the table.
+// RecentOrders returns, when query is empty, the limit orders whose state
+// changed last, the latest change first (by UpdatedAt, which is when
+// orderd recorded the change); otherwise the order whose provider id is
+// query, if any, followed by the orders whose merchantOrderId starts with
+// query, by merchantOrderId. Each walks an index and stops at limit,
+// whatever the size of the tables.
 func (s *Store) RecentOrders(ctx context.Context, query string, limit int) ([]OrderSummary, error) {
 	limit = pageLimit(limit)
 	const cols = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.learned_via,
 		o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw FROM orders_current o `
 	if query == "" {
-		return s.orderSummaries(ctx, cols+`ORDER BY o.id DESC LIMIT ?`, limit)
+		// updated_at has no index (each would cost a random write per state
+		// change on the hot path). An order's current state is the history
+		// row its state_id points at, and history ids grow as changes are
+		// recorded, so walking the history backwards and keeping the rows
+		// that are some order's current state yields each order once, the
+		// last changed first. CROSS JOIN keeps the history as the outer
+		// loop; the walk passes over superseded and stale states only, a
+		// few per order.
+		out, err := s.orderSummaries(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
+				o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, coalesce(h.raw, d.raw)
+			FROM order_history h
+			CROSS JOIN orders o ON o.id = h.order_id AND o.state_id = h.id
+			LEFT JOIN deliveries d ON d.id = h.delivery_id
+			ORDER BY h.id DESC LIMIT ?`, limit)
+		if err != nil {
+			return nil, err
+		}
+		// A change observed a moment earlier may commit a moment later;
+		// the list is in the order of the time it shows.
+		slices.SortStableFunc(out, func(a, b OrderSummary) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+		return out, nil
 	}
 	out, err := s.orderSummaries(ctx, cols+`WHERE o.provider_id = ?`, query)
 	if err != nil {

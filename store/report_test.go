@@ -54,6 +54,51 @@ func TestStore_Activity(t *testing.T) {
 	t.Run("keys with gaps", check)
 }
 
+// TestStore_RecentOrders_lastChangedFirst: without a query the list is
+// in the order of the orders' last state change, not of their creation;
+// a stale observation recorded later does not move an order up, and each
+// order is listed once.
+func TestStore_RecentOrders_lastChangedFirst(t *testing.T) {
+	st, _ := openStore(t, store.Options{})
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	apply := func(o order) {
+		t.Helper()
+		at = at.Add(time.Minute)
+		ob := obs(t, store.SourceWebhook, o.json(false))
+		ob.ObservedAt = at
+		if _, err := st.Apply(t.Context(), ob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orders := map[string]order{}
+	for _, mid := range []string{"a", "b", "c", "d"} {
+		o := newOrder("5.00")
+		o.mid = mid
+		orders[mid] = o
+		apply(o.processing())
+	}
+	apply(orders["b"])              // b completes: the latest change
+	apply(orders["a"])              // then a, later still
+	apply(orders["b"].processing()) // a stale webhook about b changes nothing
+	got, err := st.RecentOrders(t.Context(), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mids []string
+	for i, o := range got {
+		mids = append(mids, o.MerchantOrderID)
+		if i > 0 && o.UpdatedAt.After(got[i-1].UpdatedAt) {
+			t.Errorf("%s (updated %s) follows %s (updated %s)", o.MerchantOrderID, o.UpdatedAt, got[i-1].MerchantOrderID, got[i-1].UpdatedAt)
+		}
+	}
+	if strings.Join(mids, " ") != "a b d c" {
+		t.Errorf("recent orders %q, want a b d c (last changed first)", strings.Join(mids, " "))
+	}
+	if got[0].Status != "completed" || got[3].Status != "processing" {
+		t.Errorf("statuses %s, %s: want each order's current state", got[0].Status, got[3].Status)
+	}
+}
+
 func TestStore_RecentOrders(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	var ids []string
