@@ -226,6 +226,11 @@ type Line struct {
 	// Authorized is what the order's own transaction charged (payin) or
 	// sent (payout); nil when the provider did not say.
 	Authorized *provider.Money
+	// Requested is what the merchant asked for when it created the order
+	// through orderd's gateway (a payin's invoice, a payout's amount),
+	// set only while the provider's state states no amount (Authorized is
+	// nil): orderd has seen no more than the creation answer.
+	Requested *provider.Money
 	// Merchant is what the merchant's wallet received (completed payin,
 	// merchantTargetWallet) or gave (completed payout,
 	// merchantSourceWallet), as the provider writes it; nil unless the
@@ -250,6 +255,8 @@ func (l *Line) currency() string {
 	switch {
 	case l.Authorized != nil:
 		return l.Authorized.Currency
+	case l.Requested != nil:
+		return l.Requested.Currency
 	case l.Merchant != nil:
 		return l.Merchant.Currency
 	case len(l.Refunded) > 0:
@@ -324,6 +331,8 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 	own := a.own(o.Type)
 	if own != nil && own.Authorized != nil {
 		l.Authorized = own.Authorized
+	} else {
+		l.Requested = requestedAmount(o.Requested)
 	}
 	// Refunds: for a final line, those completed before the period ended
 	// (a refund completes after its order, so inside the period); for a
@@ -380,6 +389,44 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 		l.Fee = &fee
 	}
 	return true
+}
+
+// requestedAmount reads the amount a gateway creation request asked for:
+// its invoice (payins, and payouts that state one), else a payout's
+// amount, as an {amount, currency} object or as an amount beside a
+// currency. It is nil when req states none the gateway would have
+// accepted.
+func requestedAmount(req []byte) *provider.Money {
+	if len(req) == 0 {
+		return nil
+	}
+	var b struct {
+		Invoice  *wireMoney      `json:"invoice"`
+		Amount   json.RawMessage `json:"amount"`
+		Currency string          `json:"currency"`
+	}
+	if json.Unmarshal(req, &b) != nil {
+		return nil
+	}
+	w := b.Invoice
+	if w == nil && len(b.Amount) > 0 {
+		var obj wireMoney
+		var amount string
+		switch {
+		case json.Unmarshal(b.Amount, &obj) == nil:
+			w = &obj
+		case json.Unmarshal(b.Amount, &amount) == nil:
+			w = &wireMoney{Amount: amount, Currency: b.Currency}
+		}
+	}
+	if w == nil {
+		return nil
+	}
+	m, err := provider.NewMoney(w.Amount, w.Currency)
+	if err != nil {
+		return nil
+	}
+	return &m
 }
 
 // Refunded is the sum of an order's refunds in one currency.
@@ -629,6 +676,9 @@ func (t *totals) add(l *Line) {
 	}
 	if l.Authorized != nil {
 		c.seen(l.Authorized.Amount)
+	}
+	if l.Requested != nil {
+		c.seen(l.Requested.Amount)
 	}
 	if l.Membership != store.ReportFinal || l.Status != string(provider.StatusCompleted) {
 		return

@@ -19,6 +19,7 @@ var CSVLineHeader = []string{
 	"order_id", "merchant_order_id", "type", "status", "membership", "created_at", "completed_at",
 	"authorized_amount", "authorized_currency", "merchant_amount", "merchant_currency",
 	"fee_amount", "fee_currency", "refunded_amount", "refunded_currency", "learned_via", "open_findings",
+	"requested_amount", "requested_currency",
 }
 
 // CSVSummaryHeader is the header of the CSV per-currency summary.
@@ -113,6 +114,7 @@ func csvLine(rec []string, l *Line) {
 		rec[14] += rf.Money.Currency
 	}
 	rec[15], rec[16] = l.LearnedVia, strings.Join(l.OpenFindings, ";")
+	rec[17], rec[18] = csvMoney(l.Requested)
 }
 
 func csvSummary(c *CurrencyTotals) []string {

@@ -265,6 +265,7 @@ type jsonLine struct {
 	CreatedAt       jsonTime        `json:"createdAt"`
 	CompletedAt     jsonTime        `json:"completedAt"`
 	Authorized      *provider.Money `json:"authorized"`
+	Requested       *provider.Money `json:"requested"`
 	Merchant        *provider.Money `json:"merchant"`
 	Fee             *provider.Money `json:"fee"`
 	Refunded        []jsonRefunded  `json:"refunded"`
@@ -282,7 +283,7 @@ func newJSONLine(l *Line) jsonLine {
 	j := jsonLine{
 		ID: l.OrderID, MerchantOrderID: l.MerchantOrderID, Type: l.Type, Status: l.Status,
 		Membership: l.Membership, CreatedAt: jsonTime(l.CreatedAt), CompletedAt: jsonTime(l.CompletedAt),
-		Authorized: l.Authorized, Merchant: l.Merchant, Fee: l.Fee,
+		Authorized: l.Authorized, Requested: l.Requested, Merchant: l.Merchant, Fee: l.Fee,
 		Refunded:   make([]jsonRefunded, 0, len(l.Refunded)),
 		LearnedVia: l.LearnedVia, OpenFindings: l.OpenFindings,
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"orderd/provider"
 	"orderd/reconcile"
 	"orderd/store"
 )
@@ -112,7 +114,7 @@ type reportJSON struct {
 	Orders []struct {
 		ID, MerchantOrderID, Type, Status, Membership string
 		CreatedAt, CompletedAt                        *string
-		Authorized, Merchant, Fee                     *struct{ Amount, Currency string }
+		Authorized, Requested, Merchant, Fee          *struct{ Amount, Currency string }
 		Refunded                                      []struct {
 			Amount, Currency string
 			Count            int
@@ -538,5 +540,108 @@ func TestReporter_WriteHTML(t *testing.T) {
 	// Self-contained: nothing to fetch, nothing to run.
 	if m := regexp.MustCompile(`(?i)<script|<link|<img|<iframe|\bsrc=|url\(|@import|href="(https?:)?//`).FindString(html); m != "" {
 		t.Errorf("HTML report refers outside itself: %q", m)
+	}
+}
+
+// TestReporter_requestedAmount: an order created through the gateway and
+// known only from the provider's creation answer (no transactions, so no
+// amount) is shown with the amount its creation asked for and counted
+// under that currency, not under "no amount yet"; once the provider
+// states the amount, the line shows that instead.
+func TestReporter_requestedAmount(t *testing.T) {
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}})
+	create := func(kind store.AttemptKind, id, mid, request string) {
+		t.Helper()
+		a, _, err := e.st.BeginAttempt(t.Context(), store.NewAttempt{Kind: kind, Origin: store.OriginGateway,
+			MerchantOrderID: mid, IdempotencyKey: "order:" + mid, Request: json.RawMessage(request),
+			RequestHash: "hash-" + mid, State: store.AttemptPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer := []byte(`{"id":"` + id + `","merchantOrderId":"` + mid + `","type":"` + string(kind) +
+			`","createdAt":"2026-11-01T09:00:00Z","auth":{"url":"https://pay.example/x"},"status":"processing","rejectReason":null}`)
+		o, err := provider.DecodeOrder(answer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.FinishAttempt(t.Context(), a.ID, store.AttemptOutcome{State: store.AttemptCreated, Response: answer,
+			Observation: &store.Observation{Source: store.SourceGateway, Order: o, Raw: answer, ObservedAt: e.clock.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(store.AttemptPayin, "0d000000-0000-4000-8000-000000000001", "m-invoice",
+		`{"merchantOrderId":"m-invoice","invoice":{"amount":"45.50","currency":"brl"},"client":{"name":"Ana"}}`)
+	create(store.AttemptPayout, "0d000000-0000-4000-8000-000000000002", "m-payout",
+		`{"merchantOrderId":"m-payout","amount":"12.00","currency":"usd"}`)
+	create(store.AttemptPayout, "0d000000-0000-4000-8000-000000000003", "m-opaque",
+		`{"merchantOrderId":"m-opaque","destination":"x"}`)
+	e.at("2026-11-01T10:00:00Z")
+	// A payin learned from a webhook: its own amounts, no request.
+	e.observe(rOrder{id: "0d000000-0000-4000-8000-000000000004", mid: "m-hook", typ: "payin", status: "processing",
+		created: "2026-11-01T09:30:00Z", amount: "8.00", net: "7.76", ccy: "brl"}, store.SourceWebhook)
+
+	r := e.reporter()
+	type money = struct{ Amount, Currency string }
+	lines := func(wantCurrencies string) map[string][2]*money {
+		t.Helper()
+		rep := readReport(t, r, reportDay)
+		out := map[string][2]*money{}
+		for _, o := range rep.Orders {
+			out[o.MerchantOrderID] = [2]*money{(*money)(o.Authorized), (*money)(o.Requested)}
+		}
+		var ccys []string
+		for _, c := range rep.Currencies {
+			ccys = append(ccys, fmt.Sprintf("%s:%d", c.Currency, c.Orders.Total))
+		}
+		if got := strings.Join(ccys, " "); got != wantCurrencies {
+			t.Errorf("currencies %s, want %s", got, wantCurrencies)
+		}
+		return out
+	}
+	show := func(m *money) string {
+		if m == nil {
+			return "-"
+		}
+		return m.Amount + " " + m.Currency
+	}
+	// m-opaque's request states no amount the report can read: it alone
+	// stays under the empty currency.
+	got := lines(":1 brl:2 usd:1")
+	for mid, want := range map[string][2]string{
+		"m-invoice": {"-", "45.50 brl"},
+		"m-payout":  {"-", "12.00 usd"},
+		"m-opaque":  {"-", "-"},
+		"m-hook":    {"8.00 brl", "-"},
+	} {
+		if g := [2]string{show(got[mid][0]), show(got[mid][1])}; g != want {
+			t.Errorf("%s: authorized, requested = %v, want %v", mid, g, want)
+		}
+	}
+
+	// The webhook brings the provider's amounts: they replace the request.
+	e.at("2026-11-01T11:00:00Z")
+	e.observe(rOrder{id: "0d000000-0000-4000-8000-000000000001", mid: "m-invoice", typ: "payin", status: "processing",
+		created: "2026-11-01T09:00:00Z", amount: "45.50", net: "44.14", ccy: "brl"}, store.SourceWebhook)
+	if g := lines(":1 brl:2 usd:1")["m-invoice"]; show(g[0]) != "45.50 brl" || g[1] != nil {
+		t.Errorf("after the webhook: authorized %s, requested %s; want 45.50 brl and none", show(g[0]), show(g[1]))
+	}
+
+	var csvOut bytes.Buffer
+	if err := r.WriteCSV(t.Context(), &csvOut, io.Discard, reportDay); err != nil {
+		t.Fatal(err)
+	}
+	rd := csv.NewReader(&csvOut)
+	recs, err := rd.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := strings.Join(recs[0], ",")
+	if !strings.HasSuffix(header, ",requested_amount,requested_currency") {
+		t.Errorf("CSV header %s lacks the requested columns at its end", header)
+	}
+	for _, rec := range recs[1:] {
+		if rec[1] == "m-payout" && (rec[17] != "12.00" || rec[18] != "usd" || rec[7] != "") {
+			t.Errorf("CSV line of m-payout %q: want requested 12.00 usd and no authorized amount", rec)
+		}
 	}
 }
