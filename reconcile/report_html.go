@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +47,7 @@ func parseReportTemplates() (*template.Template, error) {
 		"join":    strings.Join,
 		"summary": FindingSummary,
 		"count":   func(n int) string { return groupThousands(strconv.Itoa(n)) },
+		"plural":  plural,
 		"counts": func(m map[string]int) string {
 			parts := make([]string, 0, len(m))
 			for _, k := range sortedKeys(m) {
@@ -57,6 +60,15 @@ func parseReportTemplates() (*template.Template, error) {
 		return nil, fmt.Errorf("parse report template: %w", err)
 	}
 	return t, nil
+}
+
+// plural writes a count with its noun: "1 finding", "2 findings",
+// "10,000 order lines".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return groupThousands(strconv.Itoa(n)) + " " + many
 }
 
 // groupThousands writes 1000000 as 1,000,000.
@@ -90,6 +102,106 @@ type htmlHead struct {
 	JSONHref            string
 }
 
+// htmlGroup heads the order lines of one membership in the orders table.
+type htmlGroup struct {
+	Membership string
+	Title      string
+	// Lines is how many lines of this membership the period has; Shown
+	// how many of them the table holds (fewer past the cap).
+	Lines, Shown int
+}
+
+// groupTitles names the memberships in the orders table, in the order
+// the table lists them.
+var groupTitles = []struct{ membership, title string }{
+	{store.ReportFinal, "Final in the period, by completion time"},
+	{store.ReportRefund, "Final earlier, with a refund completed in the period, by the order's completion time"},
+	{store.ReportOpen, "Open at the end of the period, by creation time"},
+}
+
+// membershipRank is a membership's place in the orders table.
+func membershipRank(m string) int {
+	for i, g := range groupTitles {
+		if g.membership == m {
+			return i
+		}
+	}
+	return len(groupTitles)
+}
+
+// compareLines orders the HTML report's lines: by membership (final,
+// refund, open), then by the time that placed the line there — the
+// completion for final and refund lines, the creation for open ones —
+// then by merchantOrderId and order id, so the order is total and the
+// same on every run.
+func compareLines(a, b *Line) int {
+	if c := membershipRank(a.Membership) - membershipRank(b.Membership); c != 0 {
+		return c
+	}
+	at, bt := a.CompletedAt, b.CompletedAt
+	if a.Membership == store.ReportOpen {
+		at, bt = a.CreatedAt, b.CreatedAt
+	}
+	if c := at.Compare(bt); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.MerchantOrderID, b.MerchantOrderID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.OrderID, b.OrderID)
+}
+
+// firstLines keeps the first max lines by compareLines out of a stream
+// of any length, in a heap whose root is the last line kept, so the
+// memory it takes is bounded by max whatever the size of the period.
+type firstLines struct {
+	max   int
+	lines []*Line
+}
+
+func (f *firstLines) Len() int           { return len(f.lines) }
+func (f *firstLines) Less(i, j int) bool { return compareLines(f.lines[i], f.lines[j]) > 0 }
+func (f *firstLines) Swap(i, j int)      { f.lines[i], f.lines[j] = f.lines[j], f.lines[i] }
+func (f *firstLines) Push(x any)         { f.lines = append(f.lines, x.(*Line)) }
+func (f *firstLines) Pop() any {
+	l := f.lines[len(f.lines)-1]
+	f.lines = f.lines[:len(f.lines)-1]
+	return l
+}
+
+// add offers l, which the caller reuses afterwards: a kept line is copied.
+func (f *firstLines) add(l *Line) {
+	switch {
+	case len(f.lines) < f.max:
+		heap.Push(f, l.clone())
+	case compareLines(l, f.lines[0]) < 0:
+		f.lines[0] = l.clone()
+		heap.Fix(f, 0)
+	}
+}
+
+// sorted returns the lines kept, first first.
+func (f *firstLines) sorted() []*Line {
+	slices.SortFunc(f.lines, compareLines)
+	return f.lines
+}
+
+// clone copies l deeply enough to outlive the iteration that reuses it.
+func (l *Line) clone() *Line {
+	c := *l
+	money := func(m *provider.Money) *provider.Money {
+		if m == nil {
+			return nil
+		}
+		v := *m
+		return &v
+	}
+	c.Authorized, c.Requested, c.Merchant, c.Fee = money(l.Authorized), money(l.Requested), money(l.Merchant), money(l.Fee)
+	c.Refunded = slices.Clone(l.Refunded)
+	c.OpenFindings = slices.Clone(l.OpenFindings)
+	return &c
+}
+
 type htmlCurrency struct {
 	Currency                                        string
 	Orders, Completed, Rejected, Open               int
@@ -101,16 +213,20 @@ type htmlCurrency struct {
 	Comparisons, OutOfTolerance                     int
 	Chart                                           *chart
 	ByStatus                                        map[string]int
-	// Bad: a balance check in the period left drift beyond tolerance.
-	Bad bool
+	// UnexplainedBad: drift is left unexplained and a balance check in
+	// the period found drift beyond tolerance. An unexplained 0.00 is
+	// never alarming, even after a check that was.
+	UnexplainedBad bool
 }
 
 // WriteHTML writes the report of p as one self-contained HTML page: no
 // scripts, no external requests (a Content-Security-Policy forbids them),
 // inline styles and an inline SVG chart of balance and drift per
-// currency. The order lines and the findings are cut at the configured
-// maximum (DefaultHTMLMaxLines) with a note pointing to the CSV and JSON
-// reports, which hold all of them. Rows are rendered as they are read.
+// currency. The order lines are grouped by membership and sorted (see
+// compareLines); they and the findings are cut at the configured maximum
+// (DefaultHTMLMaxLines) with a note pointing to the CSV and JSON reports,
+// which hold all of them. One pass over the orders computes the totals
+// and keeps the first lines in order, so memory stays bounded by the cap.
 func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts WriteOptions) error {
 	if r.tmplErr != nil {
 		return r.tmplErr
@@ -121,7 +237,15 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	defer rp.close()
 	t := newTotals()
-	if err := rp.lines(ctx, func(l *Line) error { t.add(l); return nil }); err != nil {
+	first := &firstLines{max: r.htmlMax}
+	byMembership := map[string]int{}
+	err = rp.lines(ctx, func(l *Line) error {
+		t.add(l)
+		byMembership[l.Membership]++
+		first.add(l)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
@@ -163,16 +287,36 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	if err := exec("findings-end", head); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
-	n = 0
-	err = rp.lines(ctx, func(l *Line) error {
-		if n == r.htmlMax {
-			return errStop
+	lines := first.sorted()
+	for i, l := range lines {
+		if i == 0 || l.Membership != lines[i-1].Membership {
+			if i > 0 {
+				if err := exec("group-end", nil); err != nil {
+					return fmt.Errorf("write html: %w", err)
+				}
+			}
+			g := htmlGroup{Membership: l.Membership, Title: l.Membership, Lines: byMembership[l.Membership]}
+			if rank := membershipRank(l.Membership); rank < len(groupTitles) {
+				g.Title = groupTitles[rank].title
+			}
+			for _, m := range lines[i:] {
+				if m.Membership != l.Membership {
+					break
+				}
+				g.Shown++
+			}
+			if err := exec("group", g); err != nil {
+				return fmt.Errorf("write html: %w", err)
+			}
 		}
-		n++
-		return exec("line", l)
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return fmt.Errorf("write html: %w", err)
+		if err := exec("line", l); err != nil {
+			return fmt.Errorf("write html: %w", err)
+		}
+	}
+	if len(lines) > 0 {
+		if err := exec("group-end", nil); err != nil {
+			return fmt.Errorf("write html: %w", err)
+		}
 	}
 	if err := exec("lines-end", head); err != nil {
 		return fmt.Errorf("write html: %w", err)
@@ -217,7 +361,8 @@ func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 	h.End, h.EndAt = c.Format(b.End.Amount), b.End.TakenAt.Format("2006-01-02 15:04:05")
 	h.Actual, h.Expected, h.Drift = c.Format(b.Actual), opt(b.Expected), opt(b.Drift)
 	h.Explained, h.Unexplained = opt(b.Explained), opt(b.Unexplained)
-	h.Comparisons, h.OutOfTolerance, h.Bad = b.Comparisons, b.OutOfTolerance, b.OutOfTolerance > 0
+	h.Comparisons, h.OutOfTolerance = b.Comparisons, b.OutOfTolerance
+	h.UnexplainedBad = b.Unexplained != nil && !b.Unexplained.IsZero() && b.OutOfTolerance > 0
 	h.Chart = newChart(c, b, p)
 	return h
 }
@@ -225,23 +370,29 @@ func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 // Chart geometry, in SVG user units.
 const (
 	chartW      = 760
-	chartH      = 330
+	chartH      = 336
 	plotLeft    = 90
 	plotRight   = 740
 	balTop      = 40
 	balBottom   = 165
 	driftTop    = 205
 	driftBottom = 290
+	// tickTimeY and tickDateY are the baselines of the time axis's two
+	// label lines: the time of each tick, and the date where it changes.
+	tickTimeY = driftBottom + 18
+	tickDateY = driftBottom + 33
 )
 
 // chart is one currency's SVG chart: the balance over the period (top)
-// and each comparison's drift and unexplained part (bottom).
+// and each comparison's drift and unexplained part (bottom), over a time
+// axis fitted to the points.
 type chart struct {
 	Currency              string
 	W, H                  int
 	Left, Right           int
 	BalTop, BalBottom     int
 	DriftTop, DriftBottom int
+	TimeY, DateY          int
 	Balance               string // polyline points
 	BalanceDots           []dot
 	BalMax, BalMin        string
@@ -249,8 +400,11 @@ type chart struct {
 	DriftDots             []dot
 	DriftMax, DriftMin    string
 	ZeroY                 string
-	XLabels               []xLabel
-	NoDrift               bool
+	Ticks                 []xTick
+	// From and To are the ends of the time axis, for the chart's
+	// description.
+	From, To string
+	NoDrift  bool
 }
 
 type dot struct {
@@ -259,22 +413,31 @@ type dot struct {
 	Bad   bool
 }
 
-type xLabel struct {
-	X      int
-	Text   string
-	Anchor string
+// xTick is one labelled tick of the time axis: its time, and the date
+// under it where the date differs from the tick before.
+type xTick struct {
+	X      string
+	Time   string
+	Date   string
+	Anchor string // text-anchor: "end" near the right edge, else "middle"
 }
 
 func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 	ch := &chart{Currency: c.Currency, W: chartW, H: chartH, Left: plotLeft, Right: plotRight,
-		BalTop: balTop, BalBottom: balBottom, DriftTop: driftTop, DriftBottom: driftBottom}
-	x := func(t time.Time) string {
-		span := p.To.Sub(p.From).Milliseconds()
-		off := min(max(t.Sub(p.From).Milliseconds(), 0), span)
-		// Tenths of a unit in integers: no floating point anywhere near money.
-		tenths := int64(plotLeft)*10 + off*int64(plotRight-plotLeft)*10/span
-		return strconv.FormatInt(tenths/10, 10) + "." + strconv.FormatInt(tenths%10, 10)
+		BalTop: balTop, BalBottom: balBottom, DriftTop: driftTop, DriftBottom: driftBottom,
+		TimeY: tickTimeY, DateY: tickDateY}
+	times := make([]time.Time, 0, len(b.Series)+len(b.Drifts))
+	for _, s := range b.Series {
+		times = append(times, s.At)
 	}
+	for _, d := range b.Drifts {
+		times = append(times, d.At)
+	}
+	ax := newTimeAxis(p, times)
+	x := ax.x
+	ch.Ticks = ax.ticks()
+	ch.From, ch.To = ax.from.Format("2006-01-02 15:04:05"), ax.to.Format("2006-01-02 15:04:05")
+
 	balMin, balMax := b.Series[0].Amount, b.Series[0].Amount
 	for _, s := range b.Series {
 		balMin, balMax = decimal.Min(balMin, s.Amount), decimal.Max(balMax, s.Amount)
@@ -313,13 +476,141 @@ func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 				c.Format(d.Drift), c.Format(d.Explained), c.Format(d.Unexplained), c.Currency)})
 	}
 	ch.Drift, ch.Unexplained = strings.Join(dp, " "), strings.Join(up, " ")
-	mid := p.From.Add(p.To.Sub(p.From) / 2)
-	ch.XLabels = []xLabel{
-		{X: plotLeft, Text: p.From.Format("2006-01-02 15:04"), Anchor: "start"},
-		{X: (plotLeft + plotRight) / 2, Text: mid.Format("2006-01-02 15:04"), Anchor: "middle"},
-		{X: plotRight, Text: p.To.Format("2006-01-02 15:04") + " UTC", Anchor: "end"},
-	}
 	return ch
+}
+
+// Time axis fitting.
+const (
+	// minAxisSpan is the narrowest time axis: a single point gets a few
+	// minutes around it rather than an axis with no width.
+	minAxisSpan = 2 * time.Minute
+	// axisPadDiv pads the axis by 1/axisPadDiv of the points' span on each
+	// side, so the first and last points do not sit on the frame.
+	axisPadDiv = 20
+	// maxTickGaps bounds the gaps between ticks: at most maxTickGaps+1
+	// labels fit under the 650-unit plot without touching.
+	maxTickGaps = 6
+	// tickEdge is how near the plot's right end (in plot units) a tick's
+	// label is right-aligned instead of centred, so it is not cut off.
+	tickEdge = 32
+)
+
+// tickSteps are the tick intervals a time axis may use, shortest first;
+// each divides the next larger unit, so ticks fall on round times in UTC.
+var tickSteps = []time.Duration{
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
+	91 * 24 * time.Hour, 182 * 24 * time.Hour, 364 * 24 * time.Hour,
+}
+
+// timeAxis maps [from, to] onto the plot's width.
+type timeAxis struct {
+	from, to time.Time
+}
+
+// newTimeAxis fits the axis to times, the chart's points: from the
+// earliest to the latest, each kept inside the period (the opening
+// snapshot, often taken before the period, sits at its start), padded on
+// both sides and never narrower than minAxisSpan, and shifted rather than
+// cut where the padding would leave the period. Without points the axis
+// is the period.
+func newTimeAxis(p Period, times []time.Time) timeAxis {
+	if len(times) == 0 {
+		return timeAxis{from: p.From, to: p.To}
+	}
+	clamp := func(t time.Time) time.Time {
+		switch {
+		case t.Before(p.From):
+			return p.From
+		case t.After(p.To):
+			return p.To
+		}
+		return t
+	}
+	lo, hi := clamp(times[0]), clamp(times[0])
+	for _, t := range times[1:] {
+		t = clamp(t)
+		if t.Before(lo) {
+			lo = t
+		}
+		if t.After(hi) {
+			hi = t
+		}
+	}
+	span := hi.Sub(lo)
+	pad := span / axisPadDiv
+	if span+2*pad < minAxisSpan {
+		pad = (minAxisSpan - span) / 2
+	}
+	lo, hi = lo.Add(-pad), hi.Add(pad)
+	if lo.Before(p.From) {
+		hi, lo = hi.Add(p.From.Sub(lo)), p.From
+	}
+	if hi.After(p.To) {
+		lo, hi = lo.Add(-hi.Sub(p.To)), p.To
+		if lo.Before(p.From) {
+			lo = p.From
+		}
+	}
+	return timeAxis{from: lo, to: hi}
+}
+
+// x is the plot x of t (clamped to the axis), with one decimal. The
+// arithmetic is in integer milliseconds: no floating point anywhere near
+// money, and the same output on every machine.
+func (a timeAxis) x(t time.Time) string {
+	span := max(a.to.Sub(a.from).Milliseconds(), 1)
+	off := min(max(t.Sub(a.from).Milliseconds(), 0), span)
+	tenths := int64(plotLeft)*10 + off*int64(plotRight-plotLeft)*10/span
+	return strconv.FormatInt(tenths/10, 10) + "." + strconv.FormatInt(tenths%10, 10)
+}
+
+// ticks returns the axis's labelled ticks: the shortest step from
+// tickSteps that needs at most maxTickGaps gaps, at its round multiples
+// in UTC. Labels are times (with seconds when the step is under a
+// minute), with the date beneath the first tick and wherever it changes;
+// for steps of a day or more, dates alone.
+func (a timeAxis) ticks() []xTick {
+	span := a.to.Sub(a.from)
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if s*maxTickGaps >= span {
+			step = s
+			break
+		}
+	}
+	layout := "15:04"
+	switch {
+	case step < time.Minute:
+		layout = "15:04:05"
+	case step >= 24*time.Hour:
+		layout = ""
+	}
+	var out []xTick
+	lastDate := ""
+	for t := a.from.Truncate(step); !t.After(a.to); t = t.Add(step) {
+		if t.Before(a.from) {
+			continue
+		}
+		tk := xTick{X: a.x(t), Anchor: "middle"}
+		if t.Sub(a.from).Milliseconds()*(plotRight-plotLeft) > span.Milliseconds()*(plotRight-plotLeft-tickEdge) {
+			tk.Anchor = "end"
+		}
+		date := t.Format(time.DateOnly)
+		if layout == "" {
+			tk.Time = date
+		} else {
+			tk.Time = t.Format(layout)
+			if date != lastDate {
+				tk.Date = date
+			}
+		}
+		lastDate = date
+		out = append(out, tk)
+	}
+	return out
 }
 
 // scaleY maps v in [lo, hi] to a y between top and bottom (larger values

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	stdhtml "html"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -525,8 +527,10 @@ func TestReporter_WriteHTML(t *testing.T) {
 		`<td>balance_drift</td><td>brl</td>`,
 		`5.00 brl unexplained of a drift of 5.00 (tolerance 0.00)`,
 		`<td>quarantined_webhook</td><td>m-garbled</td>`,
-		`<table id="orders">`,
-		`Showing the first 3 of 8 order lines; the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> has every line.`,
+		`<table id="orders" class="lines">`,
+		`Showing the first 3 of 8 order lines, in the order above; the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> has every line.`,
+		`Final in the period, by completion time · 5 lines, the first 3 shown`,
+		`8 order lines · 2 findings`,
 		`<table id="runs">`,
 		`Content-Security-Policy`,
 	} {
@@ -534,7 +538,7 @@ func TestReporter_WriteHTML(t *testing.T) {
 			t.Errorf("HTML report lacks %q", want)
 		}
 	}
-	if n := strings.Count(html[strings.Index(html, `<table id="orders">`):strings.Index(html, `id="orders-note"`)], "<tr><td>"); n != 3 {
+	if n := strings.Count(html[strings.Index(html, `<table id="orders"`):strings.Index(html, `id="orders-note"`)], `<tr class="line">`); n != 3 {
 		t.Errorf("orders table has %d rows, want the cap of 3", n)
 	}
 	// Self-contained: nothing to fetch, nothing to run.
@@ -643,5 +647,234 @@ func TestReporter_requestedAmount(t *testing.T) {
 		if rec[1] == "m-payout" && (rec[17] != "12.00" || rec[18] != "usd" || rec[7] != "") {
 			t.Errorf("CSV line of m-payout %q: want requested 12.00 usd and no authorized amount", rec)
 		}
+	}
+}
+
+// htmlLineOrder returns the merchantOrderIds of an HTML report's order
+// lines, top to bottom, and the headings of their groups.
+func htmlLineOrder(html string) (mids, groups []string) {
+	for _, m := range regexp.MustCompile(`<tr class="line"><td class="order"><span class="mid">([^<]*)</span>|<tr class="group"><th colspan="11">([^<]*)</th>`).FindAllStringSubmatch(html, -1) {
+		if m[1] != "" {
+			mids = append(mids, m[1])
+		} else {
+			groups = append(groups, stdhtml.UnescapeString(m[2]))
+		}
+	}
+	return mids, groups
+}
+
+// TestReporter_WriteHTML_lineOrder: the HTML report lists final lines by
+// completion time, then refund lines, then open lines by creation time,
+// ties by merchantOrderId — not in the order orderd happened to learn of
+// the orders — and a capped table keeps the first lines of that order.
+func TestReporter_WriteHTML_lineOrder(t *testing.T) {
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 10, 31, 19, 0, 0, 0, time.UTC)}})
+	final := func(mid, created, completed string) rOrder {
+		return rOrder{id: "0e000000-0000-4000-8000-0000000000" + mid[2:], mid: mid, typ: "payin", status: "completed",
+			created: created, amount: "10.00", net: "9.70", ccy: "brl", completed: completed}
+	}
+	open := func(mid, created string) rOrder {
+		return rOrder{id: "0e000000-0000-4000-8000-0000000000" + mid[2:], mid: mid, typ: "payin", status: "processing",
+			created: created, amount: "10.00", net: "9.70", ccy: "brl"}
+	}
+	ref := final("m-50", "2026-10-31T19:50:00Z", "2026-10-31T20:00:00Z")
+	e.at("2026-10-31T20:00:01Z")
+	e.observe(ref, store.SourceWebhook)
+	// In the order orderd learns of them, which is not the order to show.
+	for _, step := range []struct {
+		at  string
+		o   rOrder
+		src store.Source
+	}{
+		{"2026-11-01T10:00:01Z", final("m-30", "2026-11-01T09:00:00Z", "2026-11-01T10:00:00Z"), store.SourceWebhook},
+		{"2026-11-01T10:00:02Z", open("m-61", "2026-11-01T09:00:00Z"), store.SourceWebhook},
+		{"2026-11-01T12:00:00Z", final("m-10", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"), store.SourcePoll},
+		{"2026-11-01T13:00:00Z", final("m-20", "2026-11-01T09:30:00Z", "2026-11-01T10:00:00Z"), store.SourceWebhook},
+		{"2026-11-01T14:00:00Z", open("m-60", "2026-11-01T07:00:00Z"), store.SourcePoll},
+	} {
+		e.at(step.at)
+		e.observe(step.o, step.src)
+	}
+	ref.refunds = []rRefund{{id: "rf-50", status: "completed", amount: "2.00", created: "2026-11-01T15:00:00Z", completed: "2026-11-01T15:00:30Z"}}
+	e.at("2026-11-01T15:01:00Z")
+	e.observe(ref, store.SourcePoll)
+	e.at("2026-11-02T01:00:00Z")
+
+	for _, tc := range []struct {
+		name   string
+		max    int
+		mids   string
+		groups []string
+	}{
+		{"every line", 0, "m-10 m-20 m-30 m-50 m-60 m-61", []string{
+			"Final in the period, by completion time · 3 lines",
+			"Final earlier, with a refund completed in the period, by the order's completion time · 1 line",
+			"Open at the end of the period, by creation time · 2 lines",
+		}},
+		{"capped at 4", 4, "m-10 m-20 m-30 m-50", []string{
+			"Final in the period, by completion time · 3 lines",
+			"Final earlier, with a refund completed in the period, by the order's completion time · 1 line",
+		}},
+		{"capped at 2", 2, "m-10 m-20", []string{
+			"Final in the period, by completion time · 3 lines, the first 2 shown",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reconcile.NewReporter(e.st, reconcile.ReportConfig{Now: e.clock.Now, HTMLMaxLines: tc.max})
+			var buf bytes.Buffer
+			if err := r.WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			mids, groups := htmlLineOrder(buf.String())
+			if strings.Join(mids, " ") != tc.mids {
+				t.Errorf("lines %v, want %s", mids, tc.mids)
+			}
+			if strings.Join(groups, "\n") != strings.Join(tc.groups, "\n") {
+				t.Errorf("groups\n%s\nwant\n%s", strings.Join(groups, "\n"), strings.Join(tc.groups, "\n"))
+			}
+			if tc.max != 0 && !strings.Contains(buf.String(), fmt.Sprintf("Showing the first %d of 6 order lines", tc.max)) {
+				t.Errorf("no note about the cap")
+			}
+		})
+	}
+}
+
+// minutesEnv is a day on which everything happens within six minutes:
+// balance snapshots at 10:00, 10:03 and 10:06, a payin the provider
+// credits at 10:01 that orderd learns of only at 10:04. The 10:03 check
+// finds 97.00 of drift it cannot explain; the 10:06 check, still from
+// the 10:00 snapshot, explains all of it.
+func minutesEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}})
+	if err := e.fake.AdjustBalance("brl", "1000.00"); err != nil {
+		t.Fatal(err)
+	}
+	e.run(e.rec.RunBalances)
+	if err := e.fake.AdjustBalance("brl", "97.00"); err != nil {
+		t.Fatal(err)
+	}
+	e.at("2026-11-01T10:03:00Z")
+	e.run(e.rec.RunBalances)
+	e.at("2026-11-01T10:04:00Z")
+	e.observe(rOrder{id: "0f000000-0000-4000-8000-000000000001", mid: "m-late-hook", typ: "payin", status: "completed",
+		created: "2026-11-01T09:59:00Z", amount: "100.00", net: "97.00", ccy: "brl", completed: "2026-11-01T10:01:00Z"}, store.SourceWebhook)
+	e.at("2026-11-01T10:06:00Z")
+	e.run(e.rec.RunBalances)
+	e.at("2026-11-02T01:00:00Z")
+	return e
+}
+
+// TestReporter_WriteHTML_chart: a chart's time axis follows its points,
+// not the period: six minutes of data fill the plot (between x 90 and
+// 740) instead of standing as one vertical line in a day-wide axis, under
+// round ticks two minutes apart with the date beneath the first.
+func TestReporter_WriteHTML_chart(t *testing.T) {
+	e := minutesEnv(t)
+	var buf bytes.Buffer
+	if err := e.reporter().WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	m := regexp.MustCompile(`<polyline class="balance" points="([^"]*)"/>`).FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no balance line in\n%s", html)
+	}
+	var xs []float64
+	for _, pt := range strings.Fields(m[1]) {
+		x, _, _ := strings.Cut(pt, ",")
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, v)
+	}
+	if len(xs) != 3 || xs[0] < 90 || xs[0] > 130 || xs[2] < 700 || xs[2] > 740 || xs[1] < 380 || xs[1] > 450 {
+		t.Errorf("balance points at x %v: want 3 spread over the plot (90 to 740), the middle one near its centre", xs)
+	}
+	var ticks []string
+	for _, tm := range regexp.MustCompile(`<text class="tick" [^>]*>([^<]*)</text>(?:<text class="tick-date" [^>]*>([^<]*)</text>)?`).FindAllStringSubmatch(html, -1) {
+		ticks = append(ticks, strings.TrimSpace(tm[1]+" "+tm[2]))
+	}
+	if got := strings.Join(ticks, ", "); got != "10:00 2026-11-01, 10:02, 10:04, 10:06" {
+		t.Errorf("time axis ticks %q", got)
+	}
+	if !strings.Contains(html, `data-from="2026-11-01 09:59:42" data-to="2026-11-01 10:06:18"`) {
+		t.Errorf("the axis is not the points' span padded by a twentieth: %s", regexp.MustCompile(`data-from="[^"]*" data-to="[^"]*"`).FindString(html))
+	}
+}
+
+// TestReporter_WriteHTML_unexplainedZero: drift that a check found
+// beyond tolerance and a later check explained leaves 0.00 unexplained,
+// which is not shown as an alarm; the count of checks beyond tolerance
+// still is.
+func TestReporter_WriteHTML_unexplainedZero(t *testing.T) {
+	e := minutesEnv(t)
+	var buf bytes.Buffer
+	if err := e.reporter().WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{
+		`<tr><th>· unexplained</th><td class="num">0.00</td></tr>`,
+		`<tr><th>Balance checks (beyond tolerance)</th><td class="num bad">2 (1)</td></tr>`,
+		`1 order line · 1 finding`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+}
+
+// TestTimeAxis: the charts' time axis spans the points, padded by a
+// twentieth of their span on each side (at least two minutes in all),
+// kept inside the period, with two to seven round ticks.
+func TestTimeAxis(t *testing.T) {
+	ts := func(ss ...string) []time.Time {
+		var out []time.Time
+		for _, s := range ss {
+			v, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	month := reconcile.Period{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name     string
+		p        reconcile.Period
+		times    []time.Time
+		from, to string
+		ticks    string
+	}{
+		{"one point gets two minutes around it", reportDay, ts("2026-11-01T10:00:00Z"),
+			"09:59:00", "10:01:00", "09:59:00 2026-11-01, 09:59:30, 10:00:00, 10:00:30, 10:01:00 @end"},
+		{"minutes", reportDay, ts("2026-11-01T10:00:00Z", "2026-11-01T10:20:00Z"),
+			"09:59:00", "10:21:00", "10:00 2026-11-01, 10:05, 10:10, 10:15, 10:20 @end"},
+		{"an opening snapshot before the period sits at its start", reportDay, ts("2026-10-31T23:00:00Z", "2026-11-01T05:00:00Z"),
+			"00:00:00", "05:30:00", "00:00 2026-11-01, 01:00, 02:00, 03:00, 04:00, 05:00"},
+		{"padding that would leave the period shifts inside it", reportDay, ts("2026-11-01T20:00:00Z", "2026-11-01T23:59:00Z"),
+			"19:37:06", "00:00:00", "20:00 2026-11-01, 21:00, 22:00, 23:00, 00:00 2026-11-02 @end"},
+		{"across midnight the new date shows", reconcile.Period{From: reportDay.From, To: reportDay.To.Add(24 * time.Hour)},
+			ts("2026-11-01T22:00:00Z", "2026-11-02T02:00:00Z"),
+			"21:48:00", "02:12:00", "22:00 2026-11-01, 23:00, 00:00 2026-11-02, 01:00, 02:00 @end"},
+		{"a month, by weeks", month, ts("2026-11-01T00:00:00Z", "2026-11-30T12:00:00Z"),
+			"00:00:00", "00:00:00", "2026-11-02, 2026-11-09, 2026-11-16, 2026-11-23, 2026-11-30 @end"},
+		{"no points: the period", reportDay, nil, "00:00:00", "00:00:00", "00:00 2026-11-01, 06:00, 12:00, 18:00, 00:00 2026-11-02 @end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to, ticks := reconcile.TimeAxis(tc.p, tc.times)
+			if from.Format(time.TimeOnly) != tc.from || to.Format(time.TimeOnly) != tc.to {
+				t.Errorf("axis %s to %s, want %s to %s", from.Format(time.DateTime), to.Format(time.DateTime), tc.from, tc.to)
+			}
+			if from.Before(tc.p.From) || to.After(tc.p.To) {
+				t.Errorf("axis %s to %s leaves the period %s", from, to, tc.p)
+			}
+			if got := strings.Join(ticks, ", "); got != tc.ticks {
+				t.Errorf("ticks %q\n want %q", got, tc.ticks)
+			}
+		})
 	}
 }
