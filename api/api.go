@@ -51,6 +51,10 @@ type Deps struct {
 	Metrics http.Handler
 	// Reports serves GET /v1/reports/reconciliation when set.
 	Reports http.Handler
+	// ReportFiles serves GET /v1/reports/files (the list) and GET
+	// /v1/reports/files/{name} (one file) when set; the handler reads the
+	// name with r.PathValue("name"). NewReportFiles builds it.
+	ReportFiles http.Handler
 	// Dashboard serves GET / when set.
 	Dashboard http.Handler
 }

@@ -501,7 +501,7 @@ func TestAPI_openAPI(t *testing.T) {
 	// Every route the router registers, optional handlers included, is
 	// documented, and the document names no route the router lacks.
 	stub := http.NotFoundHandler()
-	routes := api.Routes(api.Deps{Metrics: stub, Reports: stub, Dashboard: stub})
+	routes := api.Routes(api.Deps{Metrics: stub, Reports: stub, ReportFiles: stub, Dashboard: stub})
 	registered := map[string]bool{}
 	for _, rt := range routes {
 		registered[rt] = true

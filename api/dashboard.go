@@ -29,6 +29,12 @@ type DashboardStore interface {
 	OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error)
 	RecentOrders(ctx context.Context, query string, limit int) ([]store.OrderSummary, error)
 	Activity(ctx context.Context, since time.Time) (store.Activity, error)
+	AttemptsByMerchantID(ctx context.Context, merchantOrderID string) ([]store.Attempt, error)
+}
+
+// ReportFileLister lists the scheduled report files; *ReportFiles has it.
+type ReportFileLister interface {
+	List() ([]ReportFile, error)
 }
 
 var _ DashboardStore = (*store.Store)(nil)
@@ -42,6 +48,9 @@ type DashboardConfig struct {
 	// ReportsPath is where the reports are served; empty means
 	// /v1/reports/reconciliation.
 	ReportsPath string
+	// ReportFiles, when set, lists the scheduled report files, the latest
+	// periods of which the page links.
+	ReportFiles ReportFileLister
 	// Version is shown in the header.
 	Version string
 	// Now is the clock; nil means time.Now.
@@ -56,7 +65,10 @@ type DashboardConfig struct {
 const (
 	dashboardOrders   = 20
 	dashboardFindings = 10
-	maxQueryLen       = 200
+	// dashboardPeriods is how many periods of scheduled report files the
+	// page links (a week of daily reports).
+	dashboardPeriods = 7
+	maxQueryLen      = 200
 )
 
 // NewDashboard returns the handler of GET /: one server-rendered HTML
@@ -86,6 +98,13 @@ func NewDashboard(cfg DashboardConfig) (http.Handler, error) {
 				return ""
 			}
 			return t.UTC().Format("2006-01-02 15:04:05")
+		},
+		// noun picks the singular or plural of a noun for a count.
+		"noun": func(n int64, one, many string) string {
+			if n == 1 {
+				return one
+			}
+			return many
 		},
 	}).Parse(dashboardHTML)
 	if err != nil {
@@ -123,6 +142,13 @@ type dashboardPage struct {
 	OrdersErr string
 
 	Reports []reportLinks
+
+	// Scheduled lists the latest periods of scheduled report files;
+	// ShowScheduled is false when the daemon serves none.
+	ShowScheduled bool
+	Scheduled     []reportLinks
+	ScheduledErr  string
+	FilesPath     string
 }
 
 type checkResult struct {
@@ -159,9 +185,12 @@ type orderRow struct {
 	ID              string
 	Type, Status    string
 	Amount          string
-	LearnedVia      string
-	UpdatedAt       time.Time
-	Href            string
+	// Requested: Amount is what the gateway creation asked for, the
+	// provider having stated none yet.
+	Requested  bool
+	LearnedVia string
+	UpdatedAt  time.Time
+	Href       string
 }
 
 type reportLinks struct {
@@ -240,9 +269,13 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.OrdersErr = err.Error()
 	}
 	for _, o := range orders {
-		p.Orders = append(p.Orders, orderRow{MerchantOrderID: o.MerchantOrderID, ID: o.ProviderID, Type: o.Type,
+		row := orderRow{MerchantOrderID: o.MerchantOrderID, ID: o.ProviderID, Type: o.Type,
 			Status: o.Status, Amount: orderAmount(o.Order), LearnedVia: string(o.LearnedVia), UpdatedAt: o.UpdatedAt,
-			Href: "/v1/orders/" + url.PathEscape(o.MerchantOrderID)})
+			Href: "/v1/orders/" + url.PathEscape(o.MerchantOrderID)}
+		if row.Amount == "" && o.LearnedVia == store.SourceGateway {
+			row.Amount, row.Requested = d.requestedAmount(ctx, o.MerchantOrderID)
+		}
+		p.Orders = append(p.Orders, row)
 	}
 
 	today := now.Truncate(24 * time.Hour)
@@ -256,6 +289,15 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rl.Links = append(rl.Links, reportLink{Format: strings.ToUpper(f), Href: d.cfg.ReportsPath + "?" + v.Encode()})
 		}
 		p.Reports = append(p.Reports, rl)
+	}
+
+	if d.cfg.ReportFiles != nil {
+		p.ShowScheduled, p.FilesPath = true, ReportFilesPath
+		files, err := d.cfg.ReportFiles.List()
+		if err != nil {
+			p.ScheduledErr = err.Error()
+		}
+		p.Scheduled = scheduledLinks(files, dashboardPeriods)
 	}
 
 	var buf bytes.Buffer
@@ -272,6 +314,56 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// requestedAmount is the amount the gateway creation of an order asked
+// for, for an order orderd knows only from the provider's creation answer,
+// which states none. ok is false when no created attempt states one.
+func (d *dashboard) requestedAmount(ctx context.Context, merchantOrderID string) (amount string, ok bool) {
+	as, err := d.cfg.Store.AttemptsByMerchantID(ctx, merchantOrderID)
+	if err != nil {
+		d.cfg.Logger.Warn("dashboard: read attempts", "merchantOrderId", merchantOrderID, "err", err)
+		return "", false
+	}
+	for _, a := range slices.Backward(as) {
+		if a.State != store.AttemptCreated || (a.Kind != store.AttemptPayin && a.Kind != store.AttemptPayout) {
+			continue
+		}
+		if m, ok := provider.RequestedAmount(a.Request); ok {
+			return m.String(), true
+		}
+	}
+	return "", false
+}
+
+// scheduledLinks groups report files by period, the latest first, and
+// keeps the first n periods.
+func scheduledLinks(files []ReportFile, n int) []reportLinks {
+	var out []reportLinks
+	for i, f := range files {
+		if i == 0 || !f.From.Equal(files[i-1].From) || !f.To.Equal(files[i-1].To) {
+			if len(out) == n {
+				break
+			}
+			out = append(out, reportLinks{Label: periodLabel(f.From, f.To)})
+		}
+		label := strings.ToUpper(f.Format)
+		if f.Summary {
+			label = "CSV summary"
+		}
+		last := &out[len(out)-1]
+		last.Links = append(last.Links, reportLink{Format: label, Href: f.Href})
+	}
+	return out
+}
+
+// periodLabel names a report period: its date for a UTC day, else its
+// bounds.
+func periodLabel(from, to time.Time) string {
+	if from.Equal(from.Truncate(24*time.Hour)) && to.Sub(from) == 24*time.Hour {
+		return from.Format(time.DateOnly)
+	}
+	return from.Format("2006-01-02 15:04:05") + " – " + to.Format("2006-01-02 15:04:05") + " UTC"
 }
 
 // perMinute writes n/minutes with two decimals (rounded down), in

@@ -69,7 +69,9 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 		`<p class="big ok">ready</p>`,
 		`<span class="ok">✓</span> store`,
 		`<tr><td>webhooks</td><td class="num">2 <span class="muted">(0.40/min)</span></td><td class="num">3 <span class="muted">(0.05/min)</span></td></tr>`,
-		`<tr><td>events</td><td class="num">2 <span class="muted">(0.40/min)</span></td><td class="num">3 <span class="muted">(0.05/min)</span></td></tr>`,
+		// Events: the three orders above, and today's usd payin with its
+		// drift finding opened and resolved (see newReportServer).
+		`<tr><td>events</td><td class="num">2 <span class="muted">(0.40/min)</span></td><td class="num">6 <span class="muted">(0.10/min)</span></td></tr>`,
 		fmt.Sprintf(`<p class="big bad">%d</p>`, len(pending)),
 		"the oldest waits for " + s.clock.Now().Sub(pending[0].Time).String(),
 		`<li>balance_drift: 1</li>`,
@@ -77,14 +79,21 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 		`<td>balance_drift</td><td>brl</td>`,
 		`Today (so far) (2026-11-02): <a href="/v1/reports/reconciliation?format=html&amp;from=2026-11-02&amp;to=2026-11-03">HTML</a>`,
 		`Yesterday (2026-11-01): <a href="/v1/reports/reconciliation?format=html&amp;from=2026-11-01&amp;to=2026-11-02">HTML</a> · <a href="/v1/reports/reconciliation?format=csv&amp;from=2026-11-01&amp;to=2026-11-02">CSV</a> · <a href="/v1/reports/reconciliation?format=json&amp;from=2026-11-01&amp;to=2026-11-02">JSON</a>`,
-		`<h2>Recent orders</h2>`,
+		`<h2>Recent orders <span class="muted sort">last changed first</span></h2>`,
+		`Written on schedule`,
+		`<li>2026-11-01: <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.html">HTML</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.csv">CSV</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02-summary.csv">CSV summary</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.json">JSON</a></li>`,
+		`<li>2026-10-31: <a href="/v1/reports/files/orderd-reconciliation-2026-10-31-2026-11-01.html">HTML</a>`,
+		// The order created through the gateway: the amount it asked for.
+		`<td class="num">55.00 brl <span class="muted" title="asked for when the order was created through orderd; the provider has not stated an amount yet">requested</span></td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("dashboard lacks %q", want)
 		}
 	}
-	if got := strings.Join(cellsOf(t, html, "orders-table"), " "); !strings.HasPrefix(got, "late-2 late-1 late-0 shop-1006 shop-1005") {
-		t.Errorf("recent orders, newest first: %s", got)
+	// By last change, as the Updated column shows: late-0 was created
+	// after shop-1009 but last changed before it.
+	if got := strings.Join(cellsOf(t, html, "orders-table"), " "); got != "late-2 late-1 shop-1009 late-0 shop-1000 shop-1008 shop-1006 shop-1005 shop-1004 shop-1003 shop-1002 shop-1001" {
+		t.Errorf("recent orders, last changed first: %s", got)
 	}
 	if m := regexp.MustCompile(`(?i)<script|<link|<img|\bsrc=`).FindString(html); m != "" {
 		t.Errorf("dashboard loads something: %q", m)
@@ -95,7 +104,7 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 			name, q string
 			want    []string
 		}{
-			{"by merchantOrderId prefix", "shop-100", []string{"shop-1001", "shop-1002", "shop-1003", "shop-1004", "shop-1005", "shop-1006"}},
+			{"by merchantOrderId prefix", "shop-100", []string{"shop-1000", "shop-1001", "shop-1002", "shop-1003", "shop-1004", "shop-1005", "shop-1006", "shop-1008", "shop-1009"}},
 			{"by whole merchantOrderId", "shop-1003", []string{"shop-1003"}},
 			{"by provider order id", "0b000000-0000-4000-8000-000000000002", []string{"shop-1002"}},
 			{"nothing matches", "nope", nil},

@@ -45,13 +45,16 @@ func (c *reportClock) set(s string) {
 	c.mu.Unlock()
 }
 
-// reportServer is an admin API with the reports handler and the dashboard
-// over a real store on loopback.
+// reportServer is an admin API with the reports handler, the scheduled
+// report files and the dashboard over a real store on loopback.
 type reportServer struct {
 	st    *store.Store
 	url   string
 	token string
 	clock *reportClock
+	// reportsDir is reports.dir, where the scheduled job wrote the
+	// reports of 2026-10-31 and 2026-11-01.
+	reportsDir string
 }
 
 // reportOrder renders a one-transaction order as the provider writes it.
@@ -74,9 +77,10 @@ func reportOrder(id, mid, typ, status, created, amount, net, ccy, completed stri
 }
 
 // newReportServer builds a day of data (2026-11-01) through the store's
-// write path and the real balances job against the fake provider, and
-// serves the admin API with reports and dashboard. The clock ends at
-// 2026-11-02T01:00:00Z.
+// write path, the creation gateway and the real balances job against the
+// fake provider, runs the scheduled report job, and serves the admin API
+// with the gateway, reports, report files and dashboard. The clock ends
+// at 2026-11-02T01:00:00Z.
 func newReportServer(t testing.TB, token string) *reportServer {
 	t.Helper()
 	ck := &reportClock{}
@@ -97,6 +101,23 @@ func newReportServer(t testing.TB, token string) *reportServer {
 		t.Fatal(err)
 	}
 	rec := reconcile.New(reconcile.Config{Now: ck.Now}, st, client, nil)
+	reporter := reconcile.NewReporter(st, reconcile.ReportConfig{Now: ck.Now})
+	reportsDir := filepath.Join(t.TempDir(), "reports")
+	files := api.NewReportFiles(api.ReportFilesConfig{Dir: reportsDir})
+	dash, err := api.NewDashboard(api.DashboardConfig{Store: st, Now: ck.Now, Version: "test", ReportFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.New(api.Config{Token: token, Now: ck.Now, Logger: slog.New(slog.DiscardHandler)}, api.Deps{
+		Store:       st,
+		Provider:    client,
+		Reports:     api.NewReports(api.ReportsConfig{Writer: reporter}),
+		ReportFiles: files,
+		Dashboard:   dash,
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s := &reportServer{st: st, url: srv.URL, token: token, clock: ck, reportsDir: reportsDir}
 	apply := func(src store.Source, raw []byte) {
 		t.Helper()
 		o, err := provider.DecodeOrder(raw)
@@ -149,27 +170,67 @@ func newReportServer(t testing.TB, token string) *reportServer {
 		}
 		balances()
 	}
+	// An order created through the gateway: the provider's answer states
+	// no amount, the request does (55.00 brl).
+	ck.set("2026-11-01T20:30:00Z")
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/v1/payins",
+		strings.NewReader(`{"merchantOrderId":"shop-1008","invoice":{"amount":"55.00","currency":"brl"},"returnUrl":"https://shop.example/back"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create shop-1008 through the gateway: status %d", resp.StatusCode)
+	}
+	// A rejection the reconciler learns of late: rejected at 05:00, the
+	// last order orderd hears of in the day.
+	ck.set("2026-11-01T20:45:00Z")
+	apply(store.SourcePoll, reportOrder("0b000000-0000-4000-8000-000000000000", "shop-1000", "payin", "rejected",
+		"2026-11-01T04:59:00Z", "10.00", "9.70", "brl", "2026-11-01T05:00:00Z"))
 	ck.set("2026-11-01T21:00:00Z")
 	if err := st.Quarantine(context.Background(), store.QuarantinedWebhook{
 		Raw: []byte(`{"merchantOrderId":"shop-1007","status":`), Reason: "unexpected end of JSON input", MerchantOrderID: "shop-1007",
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ck.set("2026-11-02T01:00:00Z")
-
-	reporter := reconcile.NewReporter(st, reconcile.ReportConfig{Now: ck.Now})
-	dash, err := api.NewDashboard(api.DashboardConfig{Store: st, Now: ck.Now, Version: "test"})
-	if err != nil {
+	// Today, within six minutes: usd gets its first snapshot (1000.00),
+	// the provider credits 20.00 for a payin orderd has not heard of, so
+	// the 00:23 check finds 20.00 of unexplained drift; a poll brings the
+	// payin (completed 00:21:30) and the 00:26 check, still from 00:20,
+	// explains it all.
+	ck.set("2026-11-02T00:20:00Z")
+	if err := fake.AdjustBalance("usd", "1000.00"); err != nil {
 		t.Fatal(err)
 	}
-	h := api.New(api.Config{Token: token, Now: ck.Now, Logger: slog.New(slog.DiscardHandler)}, api.Deps{
-		Store:     st,
-		Reports:   api.NewReports(api.ReportsConfig{Writer: reporter}),
-		Dashboard: dash,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &reportServer{st: st, url: srv.URL, token: token, clock: ck}
+	balances()
+	if err := fake.AdjustBalance("usd", "20.00"); err != nil {
+		t.Fatal(err)
+	}
+	ck.set("2026-11-02T00:23:00Z")
+	balances()
+	ck.set("2026-11-02T00:24:00Z")
+	apply(store.SourcePoll, reportOrder("0b000000-0000-4000-8000-000000000009", "shop-1009", "payin", "completed",
+		"2026-11-02T00:19:00Z", "20.62", "20.00", "usd", "2026-11-02T00:21:30Z"))
+	ck.set("2026-11-02T00:26:00Z")
+	balances()
+
+	// The scheduled job, as it runs at 01:00: yesterday's report in every
+	// format. The day before was written by an earlier run.
+	ck.set("2026-11-02T01:00:00Z")
+	if _, err := reporter.WriteAll(context.Background(), reportsDir, reconcile.Day(ck.Now().Add(-48*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := reporter.DailyJob(reportsDir)(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func (s *reportServer) get(t testing.TB, method, path string) response {
@@ -241,13 +302,17 @@ func checkCSV(t *testing.T, body []byte) {
 	if err != nil {
 		t.Fatalf("not CSV: %v", err)
 	}
-	// Lines: header + 6 orders final or open in the period; then the
+	// Lines: header + 8 orders final or open in the period; then the
 	// summary: header + brl + usd.
-	if len(recs) != 1+6+1+2 || recs[0][0] != "order_id" || recs[7][0] != "currency" {
+	if len(recs) != 1+8+1+2 || recs[0][0] != "order_id" || recs[9][0] != "currency" {
 		t.Fatalf("records: %q", recs)
 	}
-	brl := recs[8]
-	if brl[0] != "brl" || brl[6] != "150.00" || brl[7] != "145.50" || brl[9] != "30.00" || brl[19] != "-12.34" {
+	// The order created through the gateway shows what it asked for.
+	if gw := recs[7]; gw[1] != "shop-1008" || gw[7] != "" || gw[17] != "55.00" || gw[18] != "brl" {
+		t.Errorf("gateway order line %q: want no authorized amount, requested 55.00 brl", gw)
+	}
+	brl := recs[10]
+	if brl[0] != "brl" || brl[1] != "7" || brl[6] != "150.00" || brl[7] != "145.50" || brl[9] != "30.00" || brl[19] != "-12.34" {
 		t.Errorf("brl summary %q: want gross 150.00, net 145.50, payouts 30.00, drift -12.34", brl)
 	}
 	if !strings.Contains(string(body), "\r\n\r\ncurrency,") {
@@ -267,8 +332,8 @@ func checkJSON(t *testing.T, body []byte) {
 	if err := json.Unmarshal(body, &rep); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
-	if len(rep.Currencies) != 2 || len(rep.Orders) != 6 || len(rep.Findings) != 2 || len(rep.Runs) != 6 {
-		t.Errorf("report has %d currencies, %d orders, %d findings, %d runs; want 2, 6, 2, 6",
+	if len(rep.Currencies) != 2 || len(rep.Orders) != 8 || len(rep.Findings) != 2 || len(rep.Runs) != 6 {
+		t.Errorf("report has %d currencies, %d orders, %d findings, %d runs; want 2, 8, 2, 6",
 			len(rep.Currencies), len(rep.Orders), len(rep.Findings), len(rep.Runs))
 	}
 }

@@ -43,6 +43,11 @@ func (s *server) routes() []route {
 	if h := s.deps.Reports; h != nil {
 		rs = append(rs, route{Method: "GET", Pattern: "/v1/reports/reconciliation", Handler: h})
 	}
+	if h := s.deps.ReportFiles; h != nil {
+		rs = append(rs,
+			route{Method: "GET", Pattern: ReportFilesPath, Handler: h},
+			route{Method: "GET", Pattern: ReportFilesPath + "/{name}", Handler: h})
+	}
 	if h := s.deps.Dashboard; h != nil {
 		rs = append(rs, route{Method: "GET", Pattern: "/", Handler: h})
 	}

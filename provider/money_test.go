@@ -178,3 +178,31 @@ func TestTime_UnmarshalJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestedAmount(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string // want "" means none
+	}{
+		{"a payin's invoice", `{"merchantOrderId":"m","invoice":{"amount":"45.50","currency":"BRL"},"client":{"name":"Ana"}}`, "45.50 brl"},
+		{"a payout's amount object", `{"merchantOrderId":"m","amount":{"amount":"12.00","currency":"usd"}}`, "12.00 usd"},
+		{"a payout's amount and currency", `{"merchantOrderId":"m","amount":"7","currency":"mxn"}`, "7 mxn"},
+		{"the invoice wins", `{"invoice":{"amount":"1.00","currency":"brl"},"amount":"2.00","currency":"usd"}`, "1.00 brl"},
+		{"an amount without a currency", `{"amount":"7"}`, ""},
+		{"an amount as a JSON number", `{"amount":7,"currency":"brl"}`, ""},
+		{"not a number", `{"invoice":{"amount":"lots","currency":"brl"}}`, ""},
+		{"no amount", `{"merchantOrderId":"m","destination":"x"}`, ""},
+		{"not JSON", `{"invoice":`, ""},
+		{"empty", ``, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := provider.RequestedAmount([]byte(tc.body))
+			got := ""
+			if ok {
+				got = m.String()
+			}
+			if got != tc.want {
+				t.Errorf("RequestedAmount(%s) = %q, want %q", tc.body, got, tc.want)
+			}
+		})
+	}
+}

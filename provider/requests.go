@@ -136,3 +136,37 @@ type RawOrder struct {
 	Order *Order
 	Raw   json.RawMessage
 }
+
+// RequestedAmount reads the amount a creation request body asks for: its
+// invoice (payment-form/create, and withdrawals that state one), else a
+// withdrawal's amount, as an {amount, currency} object or as an amount
+// beside a currency (the withdrawal body's shape is not documented; these
+// are the shapes orderd's gateway accepts). ok is false when the body
+// states no readable amount.
+func RequestedAmount(body []byte) (m Money, ok bool) {
+	var b struct {
+		Invoice  *struct{ Amount, Currency string } `json:"invoice"`
+		Amount   json.RawMessage                    `json:"amount"`
+		Currency string                             `json:"currency"`
+	}
+	if len(body) == 0 || json.Unmarshal(body, &b) != nil {
+		return Money{}, false
+	}
+	amount, currency := "", ""
+	var obj struct{ Amount, Currency string }
+	switch {
+	case b.Invoice != nil:
+		amount, currency = b.Invoice.Amount, b.Invoice.Currency
+	case len(b.Amount) == 0:
+		return Money{}, false
+	case json.Unmarshal(b.Amount, &obj) == nil:
+		amount, currency = obj.Amount, obj.Currency
+	case json.Unmarshal(b.Amount, &amount) == nil:
+		currency = b.Currency
+	}
+	if amount == "" || currency == "" {
+		return Money{}, false
+	}
+	m, err := NewMoney(amount, currency)
+	return m, err == nil
+}

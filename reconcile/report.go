@@ -331,8 +331,8 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 	own := a.own(o.Type)
 	if own != nil && own.Authorized != nil {
 		l.Authorized = own.Authorized
-	} else {
-		l.Requested = requestedAmount(o.Requested)
+	} else if m, ok := provider.RequestedAmount(o.Requested); ok {
+		l.Requested = &m
 	}
 	// Refunds: for a final line, those completed before the period ended
 	// (a refund completes after its order, so inside the period); for a
@@ -389,44 +389,6 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 		l.Fee = &fee
 	}
 	return true
-}
-
-// requestedAmount reads the amount a gateway creation request asked for:
-// its invoice (payins, and payouts that state one), else a payout's
-// amount, as an {amount, currency} object or as an amount beside a
-// currency. It is nil when req states none the gateway would have
-// accepted.
-func requestedAmount(req []byte) *provider.Money {
-	if len(req) == 0 {
-		return nil
-	}
-	var b struct {
-		Invoice  *wireMoney      `json:"invoice"`
-		Amount   json.RawMessage `json:"amount"`
-		Currency string          `json:"currency"`
-	}
-	if json.Unmarshal(req, &b) != nil {
-		return nil
-	}
-	w := b.Invoice
-	if w == nil && len(b.Amount) > 0 {
-		var obj wireMoney
-		var amount string
-		switch {
-		case json.Unmarshal(b.Amount, &obj) == nil:
-			w = &obj
-		case json.Unmarshal(b.Amount, &amount) == nil:
-			w = &wireMoney{Amount: amount, Currency: b.Currency}
-		}
-	}
-	if w == nil {
-		return nil
-	}
-	m, err := provider.NewMoney(w.Amount, w.Currency)
-	if err != nil {
-		return nil
-	}
-	return &m
 }
 
 // Refunded is the sum of an order's refunds in one currency.

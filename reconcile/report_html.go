@@ -31,6 +31,15 @@ func parseReportTemplates() (*template.Template, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05")
 		},
+		// date and clock write a time's two halves, for cells that show
+		// the date above the time.
+		"date": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format(time.DateOnly)
+		},
+		"clock": func(t time.Time) string { return t.UTC().Format(time.TimeOnly) },
 		"money": func(m *provider.Money) string {
 			if m == nil {
 				return ""
@@ -395,6 +404,12 @@ type chart struct {
 	TimeY, DateY          int
 	Balance               string // polyline points
 	BalanceDots           []dot
+	// Opening, when the opening snapshot was taken before the period, is
+	// when it was taken; the chart draws it at the axis's start, hollow,
+	// joined to the next point by a dashed segment (OpeningLine), since
+	// the balance between the two is not known.
+	Opening     string
+	OpeningLine string
 	BalMax, BalMin        string
 	Drift, Unexplained    string
 	DriftDots             []dot
@@ -411,6 +426,8 @@ type dot struct {
 	X, Y  string
 	Title string
 	Bad   bool
+	// Before: a snapshot from before the period, drawn at its start.
+	Before bool
 }
 
 // xTick is one labelled tick of the time axis: its time, and the date
@@ -444,11 +461,23 @@ func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 	}
 	ch.BalMin, ch.BalMax = c.Format(balMin), c.Format(balMax)
 	pts := make([]string, 0, len(b.Series))
-	for _, s := range b.Series {
+	for i, s := range b.Series {
 		xs, ys := x(s.At), scaleY(s.Amount, balMin, balMax, balTop, balBottom)
+		d := dot{X: xs, Y: ys, Before: s.At.Before(p.From),
+			Title: c.Format(s.Amount) + " " + c.Currency + " at " + s.At.Format("2006-01-02 15:04:05") + " UTC"}
+		if d.Before {
+			d.Title += ", before the period"
+		}
+		ch.BalanceDots = append(ch.BalanceDots, d)
+		if i == 0 && d.Before && len(b.Series) > 1 {
+			ch.Opening = s.At.Format("2006-01-02 15:04")
+			ch.OpeningLine = xs + "," + ys
+			continue
+		}
+		if i == 1 && ch.Opening != "" {
+			ch.OpeningLine += " " + xs + "," + ys
+		}
 		pts = append(pts, xs+","+ys)
-		ch.BalanceDots = append(ch.BalanceDots, dot{X: xs, Y: ys,
-			Title: c.Format(s.Amount) + " " + c.Currency + " at " + s.At.Format("2006-01-02 15:04:05") + " UTC"})
 	}
 	ch.Balance = strings.Join(pts, " ")
 

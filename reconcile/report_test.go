@@ -522,7 +522,13 @@ func TestReporter_WriteHTML(t *testing.T) {
 	for _, want := range []string{
 		`<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-brl"`,
 		`<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-usd"`,
-		`<polyline class="balance" points="90.0,165.0 712.9,40.0"/>`,
+		// The opening snapshot, taken the evening before, stands at the
+		// period's start, joined by a dashed line: nothing is known of
+		// the balance between the two snapshots.
+		`<polyline class="opening" points="90.0,165.0 712.9,40.0"/>`,
+		`<polyline class="balance" points="712.9,40.0"/>`,
+		`<circle class="balance-dot before" cx="90.0" cy="165.0" r="3"><title>1000.00 brl at 2026-10-31 23:00:00 UTC, before the period</title></circle>`,
+		`brl: provider balance<tspan class="note"> · opening snapshot from 2026-10-31 23:00 (dashed)</tspan>`,
 		`<table id="findings">`,
 		`<td>balance_drift</td><td>brl</td>`,
 		`5.00 brl unexplained of a drift of 5.00 (tolerance 0.00)`,
