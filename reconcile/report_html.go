@@ -408,14 +408,14 @@ type chart struct {
 	// when it was taken; the chart draws it at the axis's start, hollow,
 	// joined to the next point by a dashed segment (OpeningLine), since
 	// the balance between the two is not known.
-	Opening     string
-	OpeningLine string
-	BalMax, BalMin        string
-	Drift, Unexplained    string
-	DriftDots             []dot
-	DriftMax, DriftMin    string
-	ZeroY                 string
-	Ticks                 []xTick
+	Opening            string
+	OpeningLine        string
+	BalMax, BalMin     string
+	Drift, Unexplained string
+	DriftDots          []dot
+	DriftMax, DriftMin string
+	ZeroY              string
+	Ticks              []xTick
 	// From and To are the ends of the time axis, for the chart's
 	// description.
 	From, To string
