@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -880,6 +881,58 @@ func TestTimeAxis(t *testing.T) {
 			}
 			if got := strings.Join(ticks, ", "); got != tc.ticks {
 				t.Errorf("ticks %q\n want %q", got, tc.ticks)
+			}
+		})
+	}
+}
+
+// TestReporter_DailyJob_permissions: under the systemd unit's UMask=0077
+// the scheduled files would be readable by orderd alone; the job makes
+// them 0640 and a directory it creates 0750, and with FileGID
+// (reports.group) gives both that group, so its members can read them.
+func TestReporter_DailyJob_permissions(t *testing.T) {
+	old := syscall.Umask(0o077)
+	t.Cleanup(func() { syscall.Umask(old) })
+	gid := os.Getegid()
+	if os.Geteuid() == 0 {
+		gid = 4242 // root may give any group; a plain user its own
+	}
+	e := reportEnv(t)
+	for _, tc := range []struct {
+		name    string
+		gid     int
+		wantGID int
+	}{
+		{"the process's group", 0, os.Getegid()},
+		{"reports.group", gid, gid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state", "reports")
+			r := reconcile.NewReporter(e.st, reconcile.ReportConfig{Now: e.clock.Now, FileGID: tc.gid})
+			if err := r.DailyJob(dir)(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			check := func(path string, mode os.FileMode) {
+				t.Helper()
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := fi.Sys().(*syscall.Stat_t)
+				if fi.Mode().Perm() != mode || int(st.Gid) != tc.wantGID {
+					t.Errorf("%s: mode %v, group %d; want %v, group %d", filepath.Base(path), fi.Mode().Perm(), st.Gid, mode, tc.wantGID)
+				}
+			}
+			check(dir, 0o750)
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 4 {
+				t.Errorf("%d files written, want 4", len(entries))
+			}
+			for _, en := range entries {
+				check(filepath.Join(dir, en.Name()), 0o640)
 			}
 		})
 	}
