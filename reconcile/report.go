@@ -152,12 +152,6 @@ type ReportConfig struct {
 	// HTMLMaxLines caps the order lines and findings of an HTML report;
 	// zero means DefaultHTMLMaxLines.
 	HTMLMaxLines int
-	// FileGID, when positive, is the group WriteAll and DailyJob give the
-	// files they write (mode 0640) and the reports directory when they
-	// create it (mode 0750), so that a group of readers (finance) can
-	// open them (reports.group). The process must be a member of it.
-	// Zero leaves the files in the process's group.
-	FileGID int
 }
 
 // Reporter writes finance reports from the store.
@@ -166,7 +160,6 @@ type Reporter struct {
 	now     func() time.Time
 	log     *slog.Logger
 	htmlMax int
-	fileGID int
 	tmpl    *template.Template
 	tmplErr error
 }
@@ -182,7 +175,7 @@ func NewReporter(st ReportStore, cfg ReportConfig) *Reporter {
 	if cfg.HTMLMaxLines <= 0 {
 		cfg.HTMLMaxLines = DefaultHTMLMaxLines
 	}
-	r := &Reporter{store: st, now: cfg.Now, log: cfg.Logger, htmlMax: cfg.HTMLMaxLines, fileGID: cfg.FileGID}
+	r := &Reporter{store: st, now: cfg.Now, log: cfg.Logger, htmlMax: cfg.HTMLMaxLines}
 	r.tmpl, r.tmplErr = parseReportTemplates()
 	return r
 }

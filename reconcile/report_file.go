@@ -19,7 +19,7 @@ import (
 // the temporary file is removed and path is left as it was — a finished
 // report is never replaced by a partial one.
 func WriteFileAtomic(path string, write func(w io.Writer) error) error {
-	af, err := createAtomic(path, 0)
+	af, err := createAtomic(path)
 	if err != nil {
 		return err
 	}
@@ -35,20 +35,19 @@ type atomicFile struct {
 	path string
 	f    *os.File
 	w    *bufio.Writer
-	// gid, when positive, is the group the finished file is given.
-	gid int
 }
 
 // reportFileMode is the mode of every report file: its owner and its
 // group read it, whatever the process's umask (systemd's UMask=0077
-// would leave 0600).
+// would leave 0600). The group is the directory's when the directory is
+// setgid, which is how readers are given access (see the README).
 const reportFileMode = 0o640
 
 // reportDirMode is the mode of a reports directory orderd creates, for
 // the same readers, set explicitly for the same reason.
 const reportDirMode = 0o750
 
-func createAtomic(path string, gid int) (*atomicFile, error) {
+func createAtomic(path string) (*atomicFile, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -57,7 +56,7 @@ func createAtomic(path string, gid int) (*atomicFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	return &atomicFile{path: path, f: f, w: bufio.NewWriterSize(f, 256<<10), gid: gid}, nil
+	return &atomicFile{path: path, f: f, w: bufio.NewWriterSize(f, 256<<10)}, nil
 }
 
 func (a *atomicFile) abort() {
@@ -67,11 +66,6 @@ func (a *atomicFile) abort() {
 
 func (a *atomicFile) commit() error {
 	err := a.w.Flush()
-	if err == nil && a.gid > 0 {
-		if err = a.f.Chown(-1, a.gid); err != nil {
-			err = fmt.Errorf("give it group %d (is orderd a member?): %w", a.gid, err)
-		}
-	}
 	if err == nil {
 		err = a.f.Chmod(reportFileMode)
 	}
@@ -113,17 +107,12 @@ func SummaryPath(path string) string {
 // WriteCSVFiles writes the CSV report of p to path (order lines) and
 // SummaryPath(path) (per-currency totals), each atomically.
 func (r *Reporter) WriteCSVFiles(ctx context.Context, path string, p Period) error {
-	return r.writeCSVFiles(ctx, path, p, 0)
-}
-
-// writeCSVFiles is WriteCSVFiles giving the files group gid when positive.
-func (r *Reporter) writeCSVFiles(ctx context.Context, path string, p Period, gid int) error {
-	lines, err := createAtomic(path, gid)
+	lines, err := createAtomic(path)
 	if err != nil {
 		return err
 	}
 	sumPath := SummaryPath(path)
-	summary, err := createAtomic(sumPath, gid)
+	summary, err := createAtomic(sumPath)
 	if err != nil {
 		lines.abort()
 		return err
@@ -143,26 +132,13 @@ func (r *Reporter) writeCSVFiles(ctx context.Context, path string, p Period, gid
 // WriteFile writes the report of p in format to path atomically; a CSV
 // report also writes its summary file (see WriteCSVFiles).
 func (r *Reporter) WriteFile(ctx context.Context, path string, p Period, format string) error {
-	return r.writeFile(ctx, path, p, format, 0)
-}
-
-// writeFile is WriteFile giving the files group gid when positive.
-func (r *Reporter) writeFile(ctx context.Context, path string, p Period, format string, gid int) error {
 	switch format {
 	case FormatCSV:
-		return r.writeCSVFiles(ctx, path, p, gid)
+		return r.WriteCSVFiles(ctx, path, p)
 	case FormatJSON, FormatHTML:
 		base := strings.TrimSuffix(filepath.Base(path), "."+format)
 		opts := WriteOptions{CSVHref: base + "." + FormatCSV}
-		af, err := createAtomic(path, gid)
-		if err != nil {
-			return err
-		}
-		if err := r.Write(ctx, af.w, p, format, opts); err != nil {
-			af.abort()
-			return err
-		}
-		return af.commit()
+		return WriteFileAtomic(path, func(w io.Writer) error { return r.Write(ctx, w, p, format, opts) })
 	default:
 		return fmt.Errorf("report format %q is not one of %s", format, strings.Join(Formats, ", "))
 	}
@@ -171,11 +147,10 @@ func (r *Reporter) writeFile(ctx context.Context, path string, p Period, format 
 // WriteAll writes the report of p in every format into dir, under
 // p.FileName, creating dir if needed. It returns the paths written (the
 // CSV summary included), and carries on past a failed format, returning
-// the errors joined. The files are mode 0640 and, with
-// ReportConfig.FileGID, in that group; a directory it creates is mode
-// 0750 and in that group too (an existing one is left as it is).
+// the errors joined. The files are mode 0640; a directory it creates is
+// mode 0750 (an existing one is left as it is).
 func (r *Reporter) WriteAll(ctx context.Context, dir string, p Period) ([]string, error) {
-	if err := r.makeReportsDir(dir); err != nil {
+	if err := makeReportsDir(dir); err != nil {
 		return nil, fmt.Errorf("reports dir: %w", err)
 	}
 	var (
@@ -184,7 +159,7 @@ func (r *Reporter) WriteAll(ctx context.Context, dir string, p Period) ([]string
 	)
 	for _, f := range Formats {
 		path := filepath.Join(dir, p.FileName(f))
-		if err := r.writeFile(ctx, path, p, f, r.fileGID); err != nil {
+		if err := r.WriteFile(ctx, path, p, f); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -197,21 +172,21 @@ func (r *Reporter) WriteAll(ctx context.Context, dir string, p Period) ([]string
 }
 
 // makeReportsDir creates dir (and its parents) when it does not exist,
-// and gives dir itself reportDirMode and the configured group: the
-// process's umask would narrow the mode, and readers need both.
-func (r *Reporter) makeReportsDir(dir string) error {
+// and gives dir itself reportDirMode, which the process's umask would
+// narrow. The setgid bit a directory inherits from a setgid parent is
+// kept: it is what gives the files the readers' group.
+func makeReportsDir(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
 	if err := os.MkdirAll(dir, reportDirMode); err != nil {
 		return err
 	}
-	if r.fileGID > 0 {
-		if err := os.Chown(dir, -1, r.fileGID); err != nil {
-			return fmt.Errorf("give %s group %d (is orderd a member?): %w", dir, r.fileGID, err)
-		}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
 	}
-	return os.Chmod(dir, reportDirMode)
+	return os.Chmod(dir, reportDirMode|fi.Mode()&os.ModeSetgid)
 }
 
 // DailyJob returns the scheduled report job: each run writes the previous

@@ -888,28 +888,41 @@ func TestTimeAxis(t *testing.T) {
 
 // TestReporter_DailyJob_permissions: under the systemd unit's UMask=0077
 // the scheduled files would be readable by orderd alone; the job makes
-// them 0640 and a directory it creates 0750, and with FileGID
-// (reports.group) gives both that group, so its members can read them.
+// them 0640 and a directory it creates 0750. Placed in a setgid directory
+// of the readers' group (the README's recipe for finance), the files and
+// a directory the job creates there carry that group.
 func TestReporter_DailyJob_permissions(t *testing.T) {
 	old := syscall.Umask(0o077)
 	t.Cleanup(func() { syscall.Umask(old) })
-	gid := os.Getegid()
+	readers := os.Getegid()
 	if os.Geteuid() == 0 {
-		gid = 4242 // root may give any group; a plain user its own
+		readers = 4242 // root may give a directory any group; a plain user its own
 	}
 	e := reportEnv(t)
 	for _, tc := range []struct {
 		name    string
-		gid     int
+		setgid  bool
 		wantGID int
+		dirMode os.FileMode
 	}{
-		{"the process's group", 0, os.Getegid()},
-		{"reports.group", gid, gid},
+		{"a plain parent", false, os.Getegid(), 0o750},
+		{"a setgid parent of the readers' group", true, readers, 0o750 | os.ModeSetgid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "state", "reports")
-			r := reconcile.NewReporter(e.st, reconcile.ReportConfig{Now: e.clock.Now, FileGID: tc.gid})
-			if err := r.DailyJob(dir)(t.Context()); err != nil {
+			parent := filepath.Join(t.TempDir(), "srv")
+			if err := os.Mkdir(parent, 0o770); err != nil {
+				t.Fatal(err)
+			}
+			if tc.setgid {
+				if err := os.Chown(parent, -1, readers); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(parent, 0o770|os.ModeSetgid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := filepath.Join(parent, "reports")
+			if err := e.reporter().DailyJob(dir)(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			check := func(path string, mode os.FileMode) {
@@ -919,11 +932,11 @@ func TestReporter_DailyJob_permissions(t *testing.T) {
 					t.Fatal(err)
 				}
 				st := fi.Sys().(*syscall.Stat_t)
-				if fi.Mode().Perm() != mode || int(st.Gid) != tc.wantGID {
-					t.Errorf("%s: mode %v, group %d; want %v, group %d", filepath.Base(path), fi.Mode().Perm(), st.Gid, mode, tc.wantGID)
+				if fi.Mode()&(os.ModePerm|os.ModeSetgid) != mode || int(st.Gid) != tc.wantGID {
+					t.Errorf("%s: mode %v, group %d; want %v, group %d", filepath.Base(path), fi.Mode(), st.Gid, mode, tc.wantGID)
 				}
 			}
-			check(dir, 0o750)
+			check(dir, tc.dirMode)
 			entries, err := os.ReadDir(dir)
 			if err != nil {
 				t.Fatal(err)

@@ -210,11 +210,6 @@ type Schedules struct {
 // ReportsConfig is where scheduled reports are written.
 type ReportsConfig struct {
 	Dir string `yaml:"dir"`
-	// Group, when set, is the group (name or number) the scheduled report
-	// files (mode 0640) and a reports.dir orderd creates (mode 0750) are
-	// given, so its members can read them. orderd must be a member; it
-	// checks at start.
-	Group string `yaml:"group"`
 }
 
 // LogConfig selects the log level and encoding.
@@ -419,7 +414,6 @@ var (
 	subjectTokenRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	streamNameRE   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	currencyRE     = regexp.MustCompile(`^[a-z0-9]+$`)
-	groupNameRE    = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.-]*\$?|[0-9]+)$`)
 )
 
 // Validate checks every key and reports each problem with the key's name.
@@ -601,11 +595,6 @@ func (c *Config) Validate() error {
 	}
 
 	required("reports.dir", c.Reports.Dir)
-	if g := c.Reports.Group; g == "root" || g == "0" {
-		add("reports.group", "%q is the superuser's group; name the group of the reports' readers, or leave it empty", g)
-	} else if g != "" && !groupNameRE.MatchString(g) {
-		add("reports.group", "%q is not a group name or number", g)
-	}
 
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
@@ -72,12 +71,6 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 			_ = d.Close(closeCtx)
 		}
 	}()
-
-	// Settings checked against the machine, before anything is created.
-	reportsGID, err := reportsGroupID(cfg.Reports.Group, os.Geteuid(), os.Getegid(), os.Getgroups)
-	if err != nil {
-		return nil, err
-	}
 
 	// The store comes first: nothing may be accepted before it can commit.
 	var pm *processMetrics
@@ -149,7 +142,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		}}},
 		Metrics: promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
 	}
-	if err := wireReports(d, &deps, reportsGID); err != nil {
+	if err := wireReports(d, &deps); err != nil {
 		return nil, err
 	}
 	if opts.extraAdmin != nil {

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os/user"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 
 	"orderd/api"
@@ -81,11 +79,10 @@ func reportCommand() command {
 // wireReports adds the finance reports to a daemon: the admin API's
 // report endpoint, the scheduled report files' endpoints and the
 // dashboard, and the scheduled job that writes the previous UTC day's
-// report in every format to reports.dir, in group gid when positive
-// (reports.group, see reportsGroupID).
-func wireReports(d *daemon, deps *api.Deps, gid int) error {
+// report in every format to reports.dir.
+func wireReports(d *daemon, deps *api.Deps) error {
 	logger := d.log.With("component", "report")
-	rep := reconcile.NewReporter(d.store, reconcile.ReportConfig{Now: d.now, Logger: logger, FileGID: gid})
+	rep := reconcile.NewReporter(d.store, reconcile.ReportConfig{Now: d.now, Logger: logger})
 	deps.Reports = api.NewReports(api.ReportsConfig{Writer: rep, Logger: logger})
 	files := api.NewReportFiles(api.ReportFilesConfig{Dir: d.cfg.Reports.Dir, Logger: logger})
 	deps.ReportFiles = files
@@ -106,47 +103,4 @@ func wireReports(d *daemon, deps *api.Deps, gid int) error {
 		return &configError{Key: "reconcile.schedules.report", Problem: err.Error()}
 	}
 	return nil
-}
-
-// reportsGroupID resolves reports.group to a group id: 0 when it is
-// empty. orderd must be able to give its files that group, so unless it
-// runs as root (euid 0) the group must be its own (egid) or one of its
-// supplementary groups; under systemd's DynamicUser that takes
-// SupplementaryGroups= in the unit. A problem is a configError naming the
-// key, found before anything is created.
-func reportsGroupID(name string, euid, egid int, groups func() ([]int, error)) (int, error) {
-	if name == "" {
-		return 0, nil
-	}
-	fail := func(format string, args ...any) (int, error) {
-		return 0, &configError{Key: "reports.group", Problem: fmt.Sprintf(format, args...)}
-	}
-	var (
-		g   *user.Group
-		err error
-	)
-	if _, nerr := strconv.Atoi(name); nerr == nil {
-		g, err = user.LookupGroupId(name)
-	} else {
-		g, err = user.LookupGroup(name)
-	}
-	if err != nil {
-		return fail("group %q does not exist on this machine (%v)", name, err)
-	}
-	gid, err := strconv.Atoi(g.Gid)
-	if err != nil || gid <= 0 {
-		return fail("group %q has id %q; name the group of the reports' readers", name, g.Gid)
-	}
-	if euid == 0 || gid == egid {
-		return gid, nil
-	}
-	ids, err := groups()
-	if err != nil {
-		return fail("read orderd's groups: %v", err)
-	}
-	if slices.Contains(ids, gid) {
-		return gid, nil
-	}
-	return fail("orderd (uid %d) is not a member of group %s (gid %d), so it cannot give the reports that group; "+
-		"add orderd to it (under systemd: SupplementaryGroups=%s in a drop-in)", euid, g.Name, gid, g.Name)
 }

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,7 +151,7 @@ func TestReport_run(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		b, err := os.ReadFile(out)
-		if err != nil || !strings.Contains(string(b), `<table id="orders">`) || !strings.Contains(string(b), `href="nov.csv"`) {
+		if err != nil || !strings.Contains(string(b), `<table id="orders" class="lines">`) || !strings.Contains(string(b), `href="nov.csv"`) {
 			t.Errorf("html file (%v):\n%s", err, b)
 		}
 	})
@@ -288,60 +285,5 @@ log:
 	code, ct, body = get("/v1/reports/files/"+yesterday.FileName("csv"), "report-test-token")
 	if code != http.StatusOK || ct != "text/csv; charset=utf-8" || body != string(onDisk) {
 		t.Errorf("yesterday's CSV file over the API: %d %s, %d bytes (%d on disk)", code, ct, len(body), len(onDisk))
-	}
-}
-
-// TestRun_reportsGroup: a reports.group orderd cannot use stops the
-// daemon with status 2 naming the key, before it creates anything.
-func TestRun_reportsGroup(t *testing.T) {
-	de := newDaemonEnv(t, "reports:\n  group: no-such-group-for-orderd\n")
-	r := runOrderd(t, nil, nil, "run", "-config", de.cfgPath)
-	if r.code != 2 || !strings.Contains(r.stderr, `reports.group: group "no-such-group-for-orderd" does not exist`) {
-		t.Errorf("exit %d, stderr %q; want 2 naming reports.group", r.code, r.stderr)
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(de.cfgPath), "orderd.db")); !os.IsNotExist(err) {
-		t.Errorf("the database was created before the configuration was found wrong (%v)", err)
-	}
-}
-
-func TestReportsGroupID(t *testing.T) {
-	// A group other than root's that every Debian system has.
-	other, err := user.LookupGroup("daemon")
-	if err != nil {
-		t.Skipf("no group daemon on this machine: %v", err)
-	}
-	otherID, _ := strconv.Atoi(other.Gid)
-	groups := func(ids ...int) func() ([]int, error) { return func() ([]int, error) { return ids, nil } }
-	for _, tc := range []struct {
-		name       string
-		group      string
-		euid, egid int
-		groups     func() ([]int, error)
-		want       int
-		err        string
-	}{
-		{"none", "", 1000, 1000, groups(), 0, ""},
-		{"a supplementary group by name", "daemon", 61000, 61000, groups(61000, otherID), otherID, ""},
-		{"the primary group by number", other.Gid, 61000, otherID, groups(), otherID, ""},
-		{"root may give any group", "daemon", 0, 0, groups(), otherID, ""},
-		{"not a member", "daemon", 61000, 61000, groups(61000),
-			0, "reports.group: orderd (uid 61000) is not a member of group daemon (gid " + other.Gid + "), so it cannot give the reports that group; add orderd to it (under systemd: SupplementaryGroups=daemon in a drop-in)"},
-		{"unknown", "no-such-group-for-orderd", 0, 0, groups(), 0, `reports.group: group "no-such-group-for-orderd" does not exist`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			gid, err := reportsGroupID(tc.group, tc.euid, tc.egid, tc.groups)
-			switch {
-			case tc.err == "" && err != nil:
-				t.Fatalf("error %v", err)
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Fatalf("error %v, want one containing %q", err, tc.err)
-			case gid != tc.want:
-				t.Errorf("gid %d, want %d", gid, tc.want)
-			}
-			var ce *configError
-			if err != nil && !errors.As(err, &ce) {
-				t.Errorf("%T is not a configError (exit 2)", err)
-			}
-		})
 	}
 }
