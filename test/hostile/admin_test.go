@@ -1,10 +1,17 @@
 package hostile_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"orderd/provider/providertest"
 )
@@ -39,6 +46,8 @@ func TestAdmin_Token(t *testing.T) {
 		{"findings without a token", "GET", "/v1/findings", "", "", 401},
 		{"watch without a token", "POST", "/v1/watch", "", `{"merchantOrderId":"x"}`, 401},
 		{"reports without a token", "GET", "/v1/reports/reconciliation?from=2024-01-01&to=2024-02-01", "", "", 401},
+		{"report files without a token", "GET", "/v1/reports/files", "", "", 401},
+		{"a report file without a token", "GET", "/v1/reports/files/orderd-reconciliation-2024-01-01-2024-01-02.csv", "", "", 401},
 		{"healthz is public", "GET", "/healthz", "", "", 200},
 		{"readyz is public", "GET", "/readyz", "", "", 200},
 		{"metrics are public", "GET", "/metrics", "", "", 200},
@@ -176,4 +185,79 @@ func TestDaemon_LogsHoldNoSecrets(t *testing.T) {
 			t.Errorf("the log contains the %s", name)
 		}
 	}
+}
+
+// TestAdmin_ReportFilesTraversal: GET /v1/reports/files/{name} serves the
+// scheduled report files and nothing else. Request lines are sent raw, as
+// an attacker would, so no client cleans them: dot segments, encoded
+// slashes and dots, a backslash, a NUL, and a link planted in the reports
+// directory that points at the admin token file. None of them reads
+// anything outside the directory; the real report file is served.
+func TestAdmin_ReportFilesTraversal(t *testing.T) {
+	d := theDaemon(t)
+	reports := filepath.Join(d.dir, "reports")
+	if err := os.MkdirAll(reports, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	const name = "orderd-reconciliation-2024-01-01-2024-01-02.csv"
+	if err := os.WriteFile(filepath.Join(reports, name), []byte("order_id,merchant_order_id\r\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(reports, "orderd-reconciliation-2023-01-01-2023-01-02.csv")
+	if err := os.Symlink(filepath.Join(d.dir, "admin-token"), link); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(d.adminURL, "http://")
+	for _, path := range []string{
+		"/v1/reports/files/../admin-token",
+		"/v1/reports/files/../../admin-token",
+		"/v1/reports/files/..%2fadmin-token",
+		"/v1/reports/files/..%2F..%2Fadmin-token",
+		"/v1/reports/files/%2e%2e/admin-token",
+		"/v1/reports/files/%2e%2e%2fadmin-token",
+		"/v1/reports/files/..%5cadmin-token",
+		"/v1/reports/files/" + name + "%00.csv",
+		"/v1/reports/files/reports%2f..%2fadmin-token",
+		"/v1/reports/files//admin-token",
+		"/v1/reports/files/orderd-reconciliation-2023-01-01-2023-01-02.csv",
+		"/v1/reports/files/.%2forderd-reconciliation-2023-01-01-2023-01-02.csv",
+	} {
+		t.Run(path, func(t *testing.T) {
+			code, body := rawGet(t, host, path, d.token)
+			if code == http.StatusOK || strings.Contains(body, d.token) {
+				t.Fatalf("answer %d: %.300s", code, body)
+			}
+		})
+	}
+	code, body := rawGet(t, host, "/v1/reports/files/"+name, d.token)
+	if code != http.StatusOK || body != "order_id,merchant_order_id\r\n" {
+		t.Errorf("the report file itself: %d %q", code, body)
+	}
+}
+
+// rawGet sends "GET path HTTP/1.1" exactly as given, with the token, and
+// returns the status code and body.
+func rawGet(t *testing.T, host, path, token string) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", path, host, token); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
