@@ -31,7 +31,8 @@
 // reason and acknowledged: the provider would otherwise retry a body that
 // can never succeed, and the quarantine keeps it for people to inspect. So
 // is an order the store refuses because it contradicts an identity already
-// stored (another provider id under a known merchantOrderId).
+// stored (another provider id under a known merchantOrderId, or a known
+// provider id with another merchantOrderId or type).
 //
 // Every answer is a small JSON object {"status": word} (with "error" naming
 // the problem when there is one), every delivery is logged in one line

@@ -578,18 +578,65 @@ func TestHandler_ServeHTTP_Logs(t *testing.T) {
 }
 
 // TestHandler_ServeHTTP_IdentityConflict: a signed order that contradicts a
-// stored identity (another provider id under a known merchantOrderId) is
-// not applied but kept in quarantine.
+// stored identity is not applied but kept in quarantine, raised as a
+// finding and counted: another provider id under a known merchantOrderId,
+// a known provider id under another merchantOrderId (whether free or
+// another order's), or a known order with another type.
 func TestHandler_ServeHTTP_IdentityConflict(t *testing.T) {
-	f := newFixture(t, receiver.Config{})
-	wantReply(t, f.post(newOrder(1, "completed").JSON()), http.StatusOK, receiver.OutcomeAccepted)
-	impostor := newOrder(2, "completed")
-	impostor.moid = "m-1"
-	wantReply(t, f.post(impostor.JSON()), http.StatusOK, receiver.OutcomeQuarantined)
-	if n := f.count("orders", ""); n != 1 {
-		t.Errorf("orders = %d, want 1", n)
+	other := newOrder(2, "completed")
+	tests := []struct {
+		name     string
+		impostor func() []byte
+		reason   string
+	}{
+		{"another provider id under a known merchantOrderId", func() []byte {
+			o := newOrder(3, "completed")
+			o.moid = "m-1"
+			return o.JSON()
+		}, "belongs to another order"},
+		{"a known provider id under a new merchantOrderId", func() []byte {
+			o := newOrder(1, "completed")
+			o.moid = "m-new"
+			return o.JSON()
+		}, `merchantOrderId "m-new", stored as "m-1"`},
+		{"a known provider id under another order's merchantOrderId", func() []byte {
+			o := newOrder(1, "completed")
+			o.moid = other.moid
+			return o.JSON()
+		}, `merchantOrderId "m-2", stored as "m-1"`},
+		{"a known order with another type", func() []byte {
+			return bytes.Replace(newOrder(1, "completed").JSON(), []byte(`"type":"payin","createdAt"`),
+				[]byte(`"type":"payout","createdAt"`), 1)
+		}, `type "payout", stored as "payin"`},
 	}
-	if n := f.count("quarantine", "order_id = ?", impostor.id); n != 1 {
-		t.Errorf("quarantine rows for the impostor = %d, want 1", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, receiver.Config{})
+			wantReply(t, f.post(newOrder(1, "processing").JSON()), http.StatusOK, receiver.OutcomeAccepted)
+			wantReply(t, f.post(other.JSON()), http.StatusOK, receiver.OutcomeAccepted)
+			body := tt.impostor()
+			wantReply(t, f.post(body), http.StatusOK, receiver.OutcomeQuarantined)
+			for table, want := range map[string]int{"orders": 2, "deliveries": 2, "order_history": 2, "quarantine": 1} {
+				if n := f.count(table, ""); n != want {
+					t.Errorf("%s has %d rows, want %d", table, n, want)
+				}
+			}
+			if n := f.count("quarantine", "raw = ? AND reason LIKE ?", body, "%"+tt.reason+"%"); n != 1 {
+				t.Errorf("quarantine rows of the body with reason %q = %d, want 1", tt.reason, n)
+			}
+			if n := f.count("findings", "kind = 'quarantined_webhook' AND resolved_at IS NULL"); n != 1 {
+				t.Errorf("open quarantined_webhook findings = %d, want 1", n)
+			}
+			if n := f.count("orders", "provider_id = ? AND merchant_order_id = 'm-1' AND type = 'payin' AND status = 'processing'",
+				newOrder(1, "").id); n != 1 {
+				t.Errorf("order 1 changed: %s", f.orderData())
+			}
+			if n := f.count("outbox", "type LIKE 'order.%'"); n != 2 {
+				t.Errorf("order events = %d, want the 2 of the genuine orders", n)
+			}
+			if got := f.counter(receiver.OutcomeQuarantined); got != 1 {
+				t.Errorf("orderd_webhooks_total{outcome=quarantined} = %v, want 1", got)
+			}
+		})
 	}
 }

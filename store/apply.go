@@ -100,6 +100,7 @@ func statusRank(s provider.Status) int {
 type currentOrder struct {
 	id              int64
 	merchantOrderID string
+	orderType       provider.OrderType
 	status          provider.Status
 	fingerprint     string
 	learnedVia      Source
@@ -172,13 +173,26 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	}
 
 	var cur currentOrder
-	err := st.orderByProviderID.QueryRow(o.ID).Scan(&cur.id, &cur.merchantOrderID, &cur.status,
+	err := st.orderByProviderID.QueryRow(o.ID).Scan(&cur.id, &cur.merchantOrderID, &cur.orderType, &cur.status,
 		&cur.fingerprint, &cur.learnedVia)
 	if errors.Is(err, sql.ErrNoRows) {
 		return tx.applyNew(in, at)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: load order: %w", o.ID, err)
+	}
+	// An order's identity never changes: the provider id, merchantOrderId
+	// and type belong together. A state that moves a known order to
+	// another merchantOrderId (perhaps another order's) or another type
+	// is refused like a known merchantOrderId under a new provider id, so
+	// no event tells a platform keyed on merchantOrderId about the wrong
+	// order; the caller keeps the body as evidence.
+	switch {
+	case o.MerchantOrderID != cur.merchantOrderID:
+		return Result{}, fmt.Errorf("apply %s: %w: merchantOrderId %q, stored as %q", o.ID, ErrConflict,
+			o.MerchantOrderID, cur.merchantOrderID)
+	case o.Type != cur.orderType:
+		return Result{}, fmt.Errorf("apply %s: %w: type %q, stored as %q", o.ID, ErrConflict, o.Type, cur.orderType)
 	}
 	res := Result{Previous: cur.status}
 

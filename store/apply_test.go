@@ -416,3 +416,56 @@ func TestStore_OrderByMerchantID(t *testing.T) {
 		t.Errorf("history %+v", v.History)
 	}
 }
+
+// TestStore_Apply_identityChange: a known provider id that arrives with
+// another merchantOrderId or another type is an identity conflict, like a
+// known merchantOrderId under another provider id: nothing is written, so
+// the stored order, its history and its events stay those of the order
+// orderd knows.
+func TestStore_Apply_identityChange(t *testing.T) {
+	base := newOrder("10.00")
+	tests := []struct {
+		name         string
+		first, other order
+		field        string
+	}{
+		{"another merchantOrderId", base, base.with(func(o *order) { o.mid = "m-" + uuid() }), "merchantOrderId"},
+		{"another merchantOrderId already stored", base, base.with(func(o *order) { o.mid = "m-taken" }), "merchantOrderId"},
+		{"another type", base, base.with(func(o *order) { o.typ = "payout" }), "type"},
+		{"another merchantOrderId while processing", base.processing(), base.with(func(o *order) { o.mid = "m-" + uuid() }), "merchantOrderId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := openStore(t, store.Options{})
+			if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("1.00").with(func(o *order) { o.mid = "m-taken" }).json(false))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, tt.first.json(false))); err != nil {
+				t.Fatal(err)
+			}
+			for _, src := range []store.Source{store.SourceWebhook, store.SourcePoll} {
+				_, err := s.Apply(t.Context(), obs(t, src, tt.other.json(false)))
+				if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), tt.field) {
+					t.Fatalf("%s: error %v, want ErrConflict naming %s", src, err, tt.field)
+				}
+			}
+			for table, want := range map[string]int{"orders": 2, "deliveries": 2, "order_history": 2, "outbox": 2} {
+				if n := count(t, s, `SELECT count(*) FROM `+table); n != want {
+					t.Errorf("%s has %d rows, want %d", table, n, want)
+				}
+			}
+			v, err := s.OrderByMerchantID(t.Context(), base.mid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(v.Order) != string(tt.first.json(false)) || v.ProviderID != base.id {
+				t.Errorf("stored order changed: %s", v.Order)
+			}
+			if n := count(t, s, `SELECT count(*) FROM orders WHERE provider_id = ? AND merchant_order_id = ? AND type = 'payin'`,
+				base.id, base.mid); n != 1 {
+				t.Errorf("orders row of %s no longer has its merchantOrderId and type", base.id)
+			}
+		})
+	}
+}

@@ -50,7 +50,7 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.rollbackTo, "ROLLBACK TO w")
 	p(&st.release, "RELEASE w")
 
-	p(&st.orderByProviderID, `SELECT id, merchant_order_id, status, fingerprint, learned_via
+	p(&st.orderByProviderID, `SELECT id, merchant_order_id, type, status, fingerprint, learned_via
 		FROM orders WHERE provider_id = ?`)
 	p(&st.maxOrderID, `SELECT coalesce(max(id), 0) FROM orders`)
 	p(&st.maxDeliveryID, `SELECT coalesce(max(id), 0) FROM deliveries`)

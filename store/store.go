@@ -34,10 +34,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrReadOnly: the store was opened read-only.
 	ErrReadOnly = errors.New("store is read-only")
-	// ErrConflict: the observation contradicts a stored identity, e.g. a
-	// new provider order id with a merchantOrderId that another order
-	// already has. Nothing was written; the caller should quarantine the
-	// body.
+	// ErrConflict: the observation contradicts a stored identity: a new
+	// provider order id with a merchantOrderId that another order already
+	// has, or a known provider id with another merchantOrderId or type.
+	// Nothing was written; the caller should quarantine the body.
 	ErrConflict = errors.New("order identity conflict")
 )
 
