@@ -153,6 +153,20 @@ func retryableRejection(code string) bool {
 	return st == http.StatusForbidden || st == http.StatusServiceUnavailable
 }
 
+// finalRejectionCodes are the documented codes whose rejection the same
+// request cannot escape (retryableRejection is false): a gateway repeat of
+// such a rejected request is answered from the stored attempt. The store
+// gets them as data, so that every instance decides alike.
+var finalRejectionCodes = func() []string {
+	var codes []string
+	for _, c := range provider.Codes {
+		if !retryableRejection(string(c)) {
+			codes = append(codes, string(c))
+		}
+	}
+	return codes
+}()
+
 // describeKey names an attempt's idempotency key for people.
 func describeKey(a store.Attempt) string {
 	switch a.Kind {

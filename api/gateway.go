@@ -64,7 +64,8 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, c gatewayCall) {
 		Request:         req,
 		RequestHash:     hash,
 		State:           store.AttemptPending,
-		RetryRejected:   func(prev store.Attempt) bool { return retryableRejection(prev.ErrorCode) },
+		RetryRejected:   true,
+		FinalCodes:      finalRejectionCodes,
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -107,20 +107,8 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if !d.WithinTolerance {
 		c.add("drifting", 1)
 	}
-	var opened, resolved bool
-	err = r.store.Write(ctx, func(tx *store.Tx) error {
-		opened, resolved = false, false
-		if _, err := tx.InsertBalanceDrift(d); err != nil {
-			return err
-		}
-		var err error
-		if d.WithinTolerance {
-			resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, ccy)
-		} else {
-			_, opened, err = tx.OpenFinding(store.FindingBalanceDrift, ccy, d.Detail)
-		}
-		return err
-	})
+	rec, err := execAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d})
+	opened, resolved := rec.Opened, rec.Resolved
 	if err != nil {
 		return fmt.Errorf("record drift of %s: %w", ccy, err)
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -105,15 +106,15 @@ func (r *Reconciler) settle(ctx context.Context, a store.Attempt, c *counts) {
 		opened  bool
 		lastErr = err.Error()
 	)
-	werr := r.store.Write(ctx, func(tx *store.Tx) error {
-		var err error
-		_, opened, err = tx.OpenFinding(store.FindingUnresolvedCreation, a.MerchantOrderID, unresolvedDetail{
-			AttemptID: a.ID, Kind: string(a.Kind), MerchantOrderID: a.MerchantOrderID, State: string(a.State),
-			CreatedAt: a.CreatedAt, CheckAttempts: a.CheckAttempts + 1, LastError: lastErr,
-			UnresolvedAfter: r.cfg.UnresolvedAfter.String(),
-		})
-		return err
+	detail, werr := json.Marshal(unresolvedDetail{
+		AttemptID: a.ID, Kind: string(a.Kind), MerchantOrderID: a.MerchantOrderID, State: string(a.State),
+		CreatedAt: a.CreatedAt, CheckAttempts: a.CheckAttempts + 1, LastError: lastErr,
+		UnresolvedAfter: r.cfg.UnresolvedAfter.String(),
 	})
+	if werr == nil {
+		opened, werr = execAs[bool](ctx, r.store, &store.OpenFindingCmd{
+			FindingKind: store.FindingUnresolvedCreation, Key: a.MerchantOrderID, Detail: detail})
+	}
 	if werr != nil {
 		c.add("errors", 1)
 		log.Warn("open unresolved_creation finding", "err", werr)
@@ -126,10 +127,8 @@ func (r *Reconciler) settle(ctx context.Context, a store.Attempt, c *counts) {
 }
 
 func (r *Reconciler) resolveUnresolved(ctx context.Context, a store.Attempt) {
-	err := r.store.Write(ctx, func(tx *store.Tx) error {
-		_, err := tx.ResolveFinding(store.FindingUnresolvedCreation, a.MerchantOrderID)
-		return err
-	})
+	_, err := r.store.Exec(ctx, &store.ResolveFindingsCmd{
+		FindingKind: store.FindingUnresolvedCreation, Keys: []string{a.MerchantOrderID}})
 	if err != nil {
 		r.log.Warn("resolve unresolved_creation finding", "attempt", a.ID, "err", err)
 	}

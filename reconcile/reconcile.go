@@ -58,9 +58,9 @@ type Store interface {
 	RequisiteStore
 }
 
-// WriteStore is the one write path and the writer's transactions.
+// WriteStore is the one write path and the store's commands.
 type WriteStore interface {
-	Write(ctx context.Context, fn func(tx *store.Tx) error) error
+	Exec(ctx context.Context, cmd store.Command) (any, error)
 	Apply(ctx context.Context, obs store.Observation) (store.Result, error)
 }
 

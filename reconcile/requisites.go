@@ -105,14 +105,12 @@ func (r *Reconciler) syncGatewayRequisites(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return r.store.Write(ctx, func(tx *store.Tx) error {
-		for _, id := range missing {
-			if err := tx.UpsertRequisite(store.Requisite{ID: id, Source: store.RequisiteFromGateway}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	cmd := &store.UpsertRequisitesCmd{}
+	for _, id := range missing {
+		cmd.Requisites = append(cmd.Requisites, store.Requisite{ID: id, Source: store.RequisiteFromGateway})
+	}
+	_, err = r.store.Exec(ctx, cmd)
+	return err
 }
 
 // sweep pages through one requisite's orders created in [from, to).
@@ -134,11 +132,8 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 		c.add("pages", 1)
 		for _, ro := range orders {
 			c.add("orders", 1)
-			var res store.Result
-			err := r.store.Write(ctx, func(tx *store.Tx) error {
-				var err error
-				res, err = applyPolled(tx, store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()})
-				return err
+			res, err := execAs[store.Result](ctx, r.store, &applyPolledCmd{
+				Obs: store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()},
 			})
 			switch {
 			case errors.Is(err, store.ErrConflict):

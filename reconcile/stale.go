@@ -129,28 +129,23 @@ type pollAnswer struct {
 	err   error
 }
 
-// checkOutcome is what recording one answer did.
-type checkOutcome struct {
-	res      store.Result
-	stuck    bool
-	mismatch bool
-}
-
 // recordChecks records a batch of answers in one write; if that write
 // fails (one answer the store refuses sinks its batch), each answer is
 // recorded alone.
 func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *counts) {
 	now := r.now()
-	outs := make([]checkOutcome, len(batch))
-	err := r.store.Write(ctx, func(tx *store.Tx) error {
-		for i, a := range batch {
-			var err error
-			if outs[i], err = r.recordCheck(tx, a, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	answers := make([]polled, len(batch))
+	for i, a := range batch {
+		answers[i] = polled{Due: a.due, Order: a.order, Raw: a.raw, Err: errorText(a.err),
+			Next: now.Add(r.backoff(a.due.CheckAttempts))}
+	}
+	record := func(answers []polled) ([]checked, error) {
+		return execAs[[]checked](ctx, r.store, &recordChecksCmd{Answers: answers, Now: now, GiveUpAfter: r.cfg.GiveUpAfter})
+	}
+	outs, err := record(answers)
+	if err == nil && len(outs) != len(batch) {
+		err = fmt.Errorf("recorded %d of %d answers", len(outs), len(batch))
+	}
 	if err == nil {
 		for i, a := range batch {
 			r.countCheck(a, outs[i], c)
@@ -160,15 +155,10 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 	if ctx.Err() != nil {
 		return
 	}
-	for _, a := range batch {
-		var out checkOutcome
-		err := r.store.Write(ctx, func(tx *store.Tx) error {
-			var err error
-			out, err = r.recordCheck(tx, a, now)
-			return err
-		})
-		if err == nil {
-			r.countCheck(a, out, c)
+	for i, a := range batch {
+		out, err := record(answers[i : i+1])
+		if err == nil && len(out) == 1 {
+			r.countCheck(a, out[0], c)
 			continue
 		}
 		c.add("checked", 1)
@@ -179,10 +169,7 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 		// order); still postpone, so one bad order does not take every
 		// run's budget.
 		if ctx.Err() == nil {
-			if perr := r.store.Write(ctx, func(tx *store.Tx) error {
-				_, err := tx.PostponeOrderCheck(a.due.ProviderID, now.Add(r.backoff(a.due.CheckAttempts)))
-				return err
-			}); perr != nil {
+			if _, perr := r.store.Exec(ctx, &postponeCheckCmd{ProviderID: a.due.ProviderID, Next: answers[i].Next}); perr != nil {
 				log.Warn("postpone order check", "err", perr)
 			}
 		}
@@ -193,62 +180,61 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 // answer through the write path; backoff when nothing changed (or the
 // call failed); a stuck_order finding when the order has been unchanged
 // for GiveUpAfter.
-func (r *Reconciler) recordCheck(tx *store.Tx, a pollAnswer, now time.Time) (checkOutcome, error) {
-	var out checkOutcome
-	o, callErr := a.due, a.err
-	if callErr == nil && a.order.ID != o.ProviderID {
-		return out, fmt.Errorf("provider answers with order id %s for merchantOrderId %s, stored as %s",
-			a.order.ID, o.MerchantOrderID, o.ProviderID)
+func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duration) (checked, error) {
+	var out checked
+	o := a.Due
+	if a.Err == "" && a.Order == nil {
+		return out, fmt.Errorf("poll of %s has neither an order nor an error", o.ProviderID)
 	}
-	if callErr == nil {
-		obs := store.Observation{Source: store.SourcePoll, Order: a.order, Raw: a.raw, ObservedAt: now}
+	if a.Err == "" && a.Order.ID != o.ProviderID {
+		return out, fmt.Errorf("provider answers with order id %s for merchantOrderId %s, stored as %s",
+			a.Order.ID, o.MerchantOrderID, o.ProviderID)
+	}
+	if a.Err == "" {
+		obs := store.Observation{Source: store.SourcePoll, Order: a.Order, Raw: a.Raw, ObservedAt: now}
 		var err error
-		if out.res, err = applyPolled(tx, obs); err != nil {
+		if out.Res, err = applyPolled(tx, obs); err != nil {
 			return out, err
 		}
-		if out.res.Outcome == store.OutcomeChanged || out.res.Outcome == store.OutcomeNew {
+		if out.Res.Outcome == store.OutcomeChanged || out.Res.Outcome == store.OutcomeNew {
 			return out, nil
 		}
-		out.mismatch = out.res.Outcome == store.OutcomeStale && out.res.Previous != a.order.Status
+		out.Mismatch = out.Res.Outcome == store.OutcomeStale && out.Res.Previous != a.Order.Status
 	}
-	if _, err := tx.PostponeOrderCheck(o.ProviderID, now.Add(r.backoff(o.CheckAttempts))); err != nil {
+	if _, err := tx.PostponeOrderCheck(o.ProviderID, a.Next); err != nil {
 		return out, err
 	}
-	if now.Sub(o.UpdatedAt) < r.cfg.GiveUpAfter {
+	if now.Sub(o.UpdatedAt) < giveUpAfter {
 		return out, nil
 	}
-	lastErr := ""
-	if callErr != nil {
-		lastErr = callErr.Error()
-	}
 	var err error
-	_, out.stuck, err = tx.OpenFinding(store.FindingStuckOrder, o.ProviderID, stuckDetail{
+	_, out.Stuck, err = tx.OpenFinding(store.FindingStuckOrder, o.ProviderID, stuckDetail{
 		OrderID: o.ProviderID, MerchantOrderID: o.MerchantOrderID, Type: o.Type, Status: o.Status,
-		LastChangeAt: o.UpdatedAt, CheckAttempts: o.CheckAttempts + 1, GiveUpAfter: r.cfg.GiveUpAfter.String(),
-		LastError: lastErr,
+		LastChangeAt: o.UpdatedAt, CheckAttempts: o.CheckAttempts + 1, GiveUpAfter: giveUpAfter.String(),
+		LastError: a.Err,
 	})
 	return out, err
 }
 
 // countCheck tallies and logs one recorded answer.
-func (r *Reconciler) countCheck(a pollAnswer, out checkOutcome, c *counts) {
+func (r *Reconciler) countCheck(a pollAnswer, out checked, c *counts) {
 	c.add("checked", 1)
 	o := a.due
 	switch {
 	case a.err != nil:
 		c.add("errors", 1)
 		r.log.Info("poll failed", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID, "err", a.err)
-	case out.res.Outcome == store.OutcomeChanged || out.res.Outcome == store.OutcomeNew:
+	case out.Res.Outcome == store.OutcomeChanged || out.Res.Outcome == store.OutcomeNew:
 		c.add("changed", 1)
 		r.log.Info("poll found a change", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID,
-			"from", out.res.Previous, "to", a.order.Status, "event", out.res.EventID)
+			"from", out.Res.Previous, "to", a.order.Status, "event", out.Res.EventID)
 	default:
 		c.add("unchanged", 1)
 	}
-	if out.mismatch {
+	if out.Mismatch {
 		c.add("mismatches", 1)
 	}
-	if out.stuck {
+	if out.Stuck {
 		c.add("stuck_opened", 1)
 		r.log.Warn("order stuck", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID,
 			"status", o.Status, "lastChange", o.UpdatedAt)
@@ -299,44 +285,16 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 	c.add("watches", 1)
 	log := r.log.With("job", JobStale, "watch", w.MerchantOrderID, "reason", w.Reason)
 	now := r.now()
-	err := r.store.Write(ctx, func(tx *store.Tx) error {
-		if callErr == nil {
-			obs := store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: now}
-			if _, err := applyPolled(tx, obs); err != nil {
-				return err
-			}
-			if _, err := tx.ResolveFinding(FindingWatchNotFound, w.MerchantOrderID); err != nil {
-				return err
-			}
-			return tx.ResolveWatch(w.MerchantOrderID)
-		}
-		if err := tx.PostponeWatch(w.MerchantOrderID, now.Add(r.backoff(w.Attempts))); err != nil {
-			return err
-		}
-		if isNotFound(callErr) && w.Reason == store.WatchReasonUnverified && w.Attempts+1 >= unverifiedWatchPolls {
-			// Only an unverified webhook named this order and the provider
-			// does not know it: most likely a forgery. Stop polling it, so
-			// forged webhooks cannot pile up polls that use the rate limit.
-			return tx.ResolveWatch(w.MerchantOrderID)
-		}
-		if !isNotFound(callErr) || now.Sub(w.CreatedAt) < r.cfg.GiveUpAfter {
-			return nil
-		}
-		_, _, err := tx.OpenFinding(FindingWatchNotFound, w.MerchantOrderID, watchDetail{
-			MerchantOrderID: w.MerchantOrderID, Reason: w.Reason, WatchedSince: w.CreatedAt,
-			CheckAttempts: w.Attempts + 1, GiveUpAfter: r.cfg.GiveUpAfter.String(),
-		})
-		return err
-	})
+	next := now.Add(r.backoff(w.Attempts))
+	_, err := r.store.Exec(ctx, &watchPollCmd{W: w, Order: order, Raw: raw, Err: errorText(callErr),
+		NotFound: isNotFound(callErr), Now: now, Next: next, GiveUpAfter: r.cfg.GiveUpAfter})
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// The provider's order collides with a stored one; the store
 		// refused it. Keep watching with backoff for a human to see.
 		c.add("errors", 1)
 		log.Warn("watched order conflicts with a stored order", "err", err)
-		_ = r.store.Write(ctx, func(tx *store.Tx) error {
-			return tx.PostponeWatch(w.MerchantOrderID, now.Add(r.backoff(w.Attempts)))
-		})
+		_, _ = r.store.Exec(ctx, &postponeWatchCmd{MerchantOrderID: w.MerchantOrderID, Next: next})
 	case err != nil:
 		c.add("errors", 1)
 		log.Warn("record watch poll", "err", err)

@@ -70,16 +70,34 @@ func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
-	err = s.write(ctx, func(tx *Tx) error {
-		var err error
-		res, err = tx.apply(in)
-		return err
-	}, true)
+	res, err := execAs[Result](ctx, s, &observeCmd{Obs: obs, in: &in})
 	if err != nil {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// observeCmd is Apply's command.
+type observeCmd struct {
+	Obs Observation
+	// in is Obs prepared on the caller's goroutine (single-node mode);
+	// nil when decoded from the log.
+	in *applyInput
+}
+
+func (*observeCmd) Kind() string { return "observe" }
+func (*observeCmd) rerunnable()  {}
+
+func (c *observeCmd) Apply(tx *Tx) (any, error) {
+	in := c.in
+	if in == nil {
+		p, err := prepareObservation(c.Obs)
+		if err != nil {
+			return nil, err
+		}
+		in = &p
+	}
+	return tx.apply(*in)
 }
 
 // statusRank orders statuses so that a late older state is recognised:
@@ -169,7 +187,7 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	st := tx.s.st
 	at := obs.ObservedAt
 	if at.IsZero() {
-		at = tx.s.now()
+		at = tx.Now()
 	}
 
 	var cur currentOrder
@@ -364,7 +382,7 @@ func (tx *Tx) orderEvent(obs Observation, fp, eventType string, stateID int64, a
 	o := obs.Order
 	id := EventID(o.ID, fp, eventType)
 	if _, err := tx.s.st.insertOrderEvent.Exec(id, eventType, OrderSubject(string(o.Type), string(o.Status)), o.ID,
-		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, tx.s.now().UnixMilli()); err != nil {
+		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, tx.Now().UnixMilli()); err != nil {
 		return "", fmt.Errorf("apply %s: queue event: %w", o.ID, err)
 	}
 	tx.events++

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -123,10 +124,12 @@ type NewAttempt struct {
 	// a body).
 	AnyRequest bool
 	// RetryRejected says whether an identical repeat of a rejected attempt
-	// is a new attempt: true when the rejection's cause lies outside the
-	// request (the provider or the merchant's account), so that the same
-	// request can succeed later. Nil means never.
-	RetryRejected func(prev Attempt) bool
+	// is a new attempt, unless the rejection's code is one of FinalCodes:
+	// the other codes' causes lie outside the request (the provider or the
+	// merchant's account), so the same request can succeed later. False
+	// means never.
+	RetryRejected bool
+	FinalCodes    []string
 }
 
 // BeginAttempt commits a new attempt, unless the idempotency key already
@@ -154,44 +157,60 @@ func (s *Store) BeginAttempt(ctx context.Context, na NewAttempt) (Attempt, bool,
 	if na.Origin == "" {
 		na.Origin = OriginGateway
 	}
-	var (
-		a     Attempt
-		isNew bool
-	)
-	err := s.Write(ctx, func(tx *Tx) error {
-		prev, err := scanAttempt(tx.QueryRow(`SELECT `+attemptColumns+` FROM attempts
-			WHERE idempotency_key = ? ORDER BY id DESC LIMIT 1`, na.IdempotencyKey))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if reuse, err := reuseAttempt(prev, na); reuse || err != nil {
-				a = prev
-				return err
-			}
-		}
-		now := tx.Now().UnixMilli()
-		var next any
-		if na.State == AttemptInDoubt {
-			next = now
-		}
-		id, err := insertID(tx, `INSERT INTO attempts (kind, origin, merchant_order_id, idempotency_key,
-				request, request_hash, state, detail, created_at, updated_at, next_check_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			string(na.Kind), string(na.Origin), na.MerchantOrderID, na.IdempotencyKey, []byte(na.Request),
-			na.RequestHash, string(na.State), na.Detail, now, now, next)
-		if err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		a, err = txAttempt(tx, id)
-		isNew = true
-		return err
-	})
+	r, err := execAs[beginResult](ctx, s, &beginAttemptCmd{NA: na})
 	if err != nil {
 		return Attempt{}, false, fmt.Errorf("begin attempt %s: %w", na.IdempotencyKey, err)
 	}
-	return a, isNew, nil
+	return r.A, r.IsNew, nil
+}
+
+// beginResult is BeginAttempt's answer.
+type beginResult struct {
+	A     Attempt
+	IsNew bool
+}
+
+// beginAttemptCmd is BeginAttempt's command.
+type beginAttemptCmd struct{ NA NewAttempt }
+
+func (*beginAttemptCmd) Kind() string { return "attempt.begin" }
+
+func (c *beginAttemptCmd) Apply(tx *Tx) (any, error) {
+	var r beginResult
+	err := c.apply(tx, &r.A, &r.IsNew)
+	return r, err
+}
+
+func (c *beginAttemptCmd) apply(tx *Tx, a *Attempt, isNew *bool) error {
+	na := c.NA
+	prev, err := scanAttempt(tx.QueryRow(`SELECT `+attemptColumns+` FROM attempts
+		WHERE idempotency_key = ? ORDER BY id DESC LIMIT 1`, na.IdempotencyKey))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		if reuse, err := reuseAttempt(prev, na); reuse || err != nil {
+			*a = prev
+			return err
+		}
+	}
+	now := tx.Now().UnixMilli()
+	var next any
+	if na.State == AttemptInDoubt {
+		next = now
+	}
+	id, err := insertID(tx, `INSERT INTO attempts (kind, origin, merchant_order_id, idempotency_key,
+			request, request_hash, state, detail, created_at, updated_at, next_check_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		string(na.Kind), string(na.Origin), na.MerchantOrderID, na.IdempotencyKey, []byte(na.Request),
+		na.RequestHash, string(na.State), na.Detail, now, now, next)
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	*a, err = txAttempt(tx, id)
+	*isNew = true
+	return err
 }
 
 // reuseAttempt decides whether na must reuse prev (true), may start a new
@@ -205,7 +224,7 @@ func reuseAttempt(prev Attempt, na NewAttempt) (bool, error) {
 		if na.AnyRequest || !same {
 			return false, nil
 		}
-		return na.RetryRejected == nil || !na.RetryRejected(prev), nil
+		return !na.RetryRejected || slices.Contains(na.FinalCodes, prev.ErrorCode), nil
 	default:
 		if same || na.AnyRequest {
 			return true, nil
@@ -252,56 +271,66 @@ func (s *Store) FinishAttempt(ctx context.Context, id int64, out AttemptOutcome)
 	if out.Response != nil && !json.Valid(out.Response) {
 		return Attempt{}, fmt.Errorf("finish attempt %d: response is not valid JSON", id)
 	}
-	var a Attempt
-	err := s.Write(ctx, func(tx *Tx) error {
-		detail := out.Detail
-		if out.Observation != nil {
-			if _, err := tx.ApplyObservation(*out.Observation); err != nil {
-				if !errors.Is(err, ErrConflict) {
-					return err
-				}
-				// The provider created the order; that it contradicts a
-				// stored one is for a human, not a reason to lose the
-				// attempt's outcome.
-				detail = joinDetail(detail, err.Error())
-			}
-		}
-		if out.Watch != nil {
-			if err := tx.UpsertWatch(*out.Watch); err != nil {
-				return err
-			}
-		}
-		if out.Requisite != nil {
-			if err := tx.UpsertRequisite(*out.Requisite); err != nil {
-				return err
-			}
-		}
-		if out.DeactivatedRequisite != "" {
-			if err := tx.DeactivateRequisite(out.DeactivatedRequisite); err != nil {
-				return err
-			}
-		}
-		now := tx.Now().UnixMilli()
-		var settled, next any
-		if out.State.Settled() {
-			settled = now
-		} else {
-			next = now
-		}
-		if _, err := tx.Exec(`UPDATE attempts SET state = ?, error_code = ?, detail = ?, response = ?,
-				updated_at = ?, settled_at = ?, next_check_at = ?
-			WHERE id = ? AND state = 'pending'`,
-			string(out.State), out.ErrorCode, detail, nullBytes(out.Response), now, settled, next, id); err != nil {
-			return fmt.Errorf("update attempt: %w", err)
-		}
-		var err error
-		a, err = txAttempt(tx, id)
-		return err
-	})
+	a, err := execAs[Attempt](ctx, s, &finishAttemptCmd{ID: id, Out: out})
 	if err != nil {
 		return Attempt{}, fmt.Errorf("finish attempt %d: %w", id, err)
 	}
 	return a, nil
+}
+
+// finishAttemptCmd is FinishAttempt's command.
+type finishAttemptCmd struct {
+	ID  int64
+	Out AttemptOutcome
+}
+
+func (*finishAttemptCmd) Kind() string { return "attempt.finish" }
+
+func (c *finishAttemptCmd) Apply(tx *Tx) (any, error) { return c.apply(tx) }
+
+func (c *finishAttemptCmd) apply(tx *Tx) (Attempt, error) {
+	id, out := c.ID, c.Out
+	detail := out.Detail
+	if out.Observation != nil {
+		if _, err := tx.ApplyObservation(*out.Observation); err != nil {
+			if !errors.Is(err, ErrConflict) {
+				return Attempt{}, err
+			}
+			// The provider created the order; that it contradicts a
+			// stored one is for a human, not a reason to lose the
+			// attempt's outcome.
+			detail = joinDetail(detail, err.Error())
+		}
+	}
+	if out.Watch != nil {
+		if err := tx.UpsertWatch(*out.Watch); err != nil {
+			return Attempt{}, err
+		}
+	}
+	if out.Requisite != nil {
+		if err := tx.UpsertRequisite(*out.Requisite); err != nil {
+			return Attempt{}, err
+		}
+	}
+	if out.DeactivatedRequisite != "" {
+		if err := tx.DeactivateRequisite(out.DeactivatedRequisite); err != nil {
+			return Attempt{}, err
+		}
+	}
+	now := tx.Now().UnixMilli()
+	var settled, next any
+	if out.State.Settled() {
+		settled = now
+	} else {
+		next = now
+	}
+	if _, err := tx.Exec(`UPDATE attempts SET state = ?, error_code = ?, detail = ?, response = ?,
+			updated_at = ?, settled_at = ?, next_check_at = ?
+		WHERE id = ? AND state = 'pending'`,
+		string(out.State), out.ErrorCode, detail, nullBytes(out.Response), now, settled, next, id); err != nil {
+		return Attempt{}, fmt.Errorf("update attempt: %w", err)
+	}
+	return txAttempt(tx, id)
 }
 
 // RecoverPendingAttempts turns every pending attempt into an in-doubt one
@@ -311,22 +340,27 @@ func (s *Store) FinishAttempt(ctx context.Context, id int64, out AttemptOutcome)
 // start, before the admin API serves; never while a gateway is running on
 // the same database, whose calls in flight are pending too.
 func (s *Store) RecoverPendingAttempts(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.Write(ctx, func(tx *Tx) error {
-		now := tx.Now().UnixMilli()
-		res, err := tx.Exec(`UPDATE attempts SET state = 'in_doubt', updated_at = ?, next_check_at = ?,
-				detail = 'orderd stopped before the provider answered'
-			WHERE state = 'pending'`, now, now)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
+	n, err := execAs[int64](ctx, s, recoverPendingCmd{})
 	if err != nil {
 		return 0, fmt.Errorf("recover pending attempts: %w", err)
 	}
 	return n, nil
+}
+
+// recoverPendingCmd is RecoverPendingAttempts' command.
+type recoverPendingCmd struct{}
+
+func (recoverPendingCmd) Kind() string { return "attempt.recover_pending" }
+
+func (recoverPendingCmd) Apply(tx *Tx) (any, error) {
+	now := tx.Now().UnixMilli()
+	res, err := tx.Exec(`UPDATE attempts SET state = 'in_doubt', updated_at = ?, next_check_at = ?,
+			detail = 'orderd stopped before the provider answered'
+		WHERE state = 'pending'`, now, now)
+	if err != nil {
+		return nil, err
+	}
+	return res.RowsAffected()
 }
 
 // DueInDoubtAttempts returns up to limit payin and payout attempts that the
@@ -358,27 +392,39 @@ func (s *Store) DueInDoubtAttempts(ctx context.Context, olderThan, now time.Time
 // the attempt becomes created, in one transaction. Settling an attempt that
 // is already settled changes nothing but the order.
 func (s *Store) SettleAttemptCreated(ctx context.Context, id int64, obs Observation) error {
-	err := s.Write(ctx, func(tx *Tx) error {
-		a, err := txAttempt(tx, id)
-		if err != nil {
-			return err
-		}
-		if obs.Order != nil && a.MerchantOrderID != "" && obs.Order.MerchantOrderID != a.MerchantOrderID {
-			return fmt.Errorf("order %q is not the attempt's %q", obs.Order.MerchantOrderID, a.MerchantOrderID)
-		}
-		if _, err := tx.ApplyObservation(obs); err != nil {
-			return err
-		}
-		now := tx.Now().UnixMilli()
-		_, err = tx.Exec(`UPDATE attempts SET state = 'created', response = ?, updated_at = ?, settled_at = ?,
-				next_check_at = NULL
-			WHERE id = ? AND state IN ('in_doubt', 'pending')`, []byte(obs.Raw), now, now, id)
-		return err
-	})
-	if err != nil {
+	if _, err := s.Exec(ctx, &settleCreatedCmd{ID: id, Obs: obs}); err != nil {
 		return fmt.Errorf("settle attempt %d as created: %w", id, err)
 	}
 	return nil
+}
+
+// settleCreatedCmd is SettleAttemptCreated's command.
+type settleCreatedCmd struct {
+	ID  int64
+	Obs Observation
+}
+
+func (*settleCreatedCmd) Kind() string { return "attempt.settle_created" }
+
+func (c *settleCreatedCmd) Apply(tx *Tx) (any, error) { return nil, c.apply(tx) }
+
+func (c *settleCreatedCmd) apply(tx *Tx) error {
+	id, obs := c.ID, c.Obs
+	a, err := txAttempt(tx, id)
+	if err != nil {
+		return err
+	}
+	if obs.Order != nil && a.MerchantOrderID != "" && obs.Order.MerchantOrderID != a.MerchantOrderID {
+		return fmt.Errorf("order %q is not the attempt's %q", obs.Order.MerchantOrderID, a.MerchantOrderID)
+	}
+	if _, err := tx.ApplyObservation(obs); err != nil {
+		return err
+	}
+	now := tx.Now().UnixMilli()
+	_, err = tx.Exec(`UPDATE attempts SET state = 'created', response = ?, updated_at = ?, settled_at = ?,
+			next_check_at = NULL
+		WHERE id = ? AND state IN ('in_doubt', 'pending')`, []byte(obs.Raw), now, now, id)
+	return err
 }
 
 // notCreatedData is the data of an order.not_created event.
@@ -398,67 +444,88 @@ type notCreatedData struct {
 // EventID(merchantOrderId, "order.not_created") and the attempt as data.
 // Settling an attempt that is already settled changes nothing.
 func (s *Store) SettleAttemptNotCreated(ctx context.Context, id int64) error {
-	err := s.Write(ctx, func(tx *Tx) error {
-		a, err := txAttempt(tx, id)
-		if err != nil {
-			return err
-		}
-		if a.State != AttemptInDoubt && a.State != AttemptPending {
-			return nil
-		}
-		if a.MerchantOrderID == "" {
-			return errors.New("attempt has no merchantOrderId")
-		}
-		now := tx.Now()
-		if _, err := tx.Exec(`UPDATE attempts SET state = 'not_created', updated_at = ?, settled_at = ?,
-				next_check_at = NULL
-			WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), id); err != nil {
-			return err
-		}
-		data, err := json.Marshal(notCreatedData{
-			AttemptID: a.ID, Kind: a.Kind, Origin: a.Origin, MerchantOrderID: a.MerchantOrderID,
-			Request: a.Request, CreatedAt: a.CreatedAt, SettledAt: time.UnixMilli(now.UnixMilli()).UTC(),
-		})
-		if err != nil {
-			return err
-		}
-		_, err = tx.InsertEvent(OutboxEvent{
-			ID:              EventID(a.MerchantOrderID, EventOrderNotCreated),
-			Type:            EventOrderNotCreated,
-			Subject:         OrderSubject(string(a.Kind), "not_created"),
-			EventSubject:    a.MerchantOrderID,
-			Time:            now,
-			MerchantOrderID: a.MerchantOrderID,
-			LearnedVia:      SourcePoll,
-			Data:            data,
-		})
-		return err
-	})
-	if err != nil {
+	if _, err := s.Exec(ctx, &settleNotCreatedCmd{ID: id}); err != nil {
 		return fmt.Errorf("settle attempt %d as not created: %w", id, err)
 	}
 	return nil
 }
 
+// settleNotCreatedCmd is SettleAttemptNotCreated's command.
+type settleNotCreatedCmd struct{ ID int64 }
+
+func (*settleNotCreatedCmd) Kind() string { return "attempt.settle_not_created" }
+
+func (c *settleNotCreatedCmd) Apply(tx *Tx) (any, error) { return nil, c.apply(tx) }
+
+func (c *settleNotCreatedCmd) apply(tx *Tx) error {
+	id := c.ID
+	a, err := txAttempt(tx, id)
+	if err != nil {
+		return err
+	}
+	if a.State != AttemptInDoubt && a.State != AttemptPending {
+		return nil
+	}
+	if a.MerchantOrderID == "" {
+		return errors.New("attempt has no merchantOrderId")
+	}
+	now := tx.Now()
+	if _, err := tx.Exec(`UPDATE attempts SET state = 'not_created', updated_at = ?, settled_at = ?,
+			next_check_at = NULL
+		WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), id); err != nil {
+		return err
+	}
+	data, err := json.Marshal(notCreatedData{
+		AttemptID: a.ID, Kind: a.Kind, Origin: a.Origin, MerchantOrderID: a.MerchantOrderID,
+		Request: a.Request, CreatedAt: a.CreatedAt, SettledAt: time.UnixMilli(now.UnixMilli()).UTC(),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = tx.InsertEvent(OutboxEvent{
+		ID:              EventID(a.MerchantOrderID, EventOrderNotCreated),
+		Type:            EventOrderNotCreated,
+		Subject:         OrderSubject(string(a.Kind), "not_created"),
+		EventSubject:    a.MerchantOrderID,
+		Time:            now,
+		MerchantOrderID: a.MerchantOrderID,
+		LearnedVia:      SourcePoll,
+		Data:            data,
+	})
+	return err
+}
+
 // PostponeAttempt records an inconclusive check of an in-doubt attempt: it
 // is due again at next, and its check counter grows.
 func (s *Store) PostponeAttempt(ctx context.Context, id int64, next time.Time) error {
-	err := s.Write(ctx, func(tx *Tx) error {
-		res, err := tx.Exec(`UPDATE attempts SET next_check_at = ?, check_attempts = check_attempts + 1,
-				updated_at = ?
-			WHERE id = ?`, next.UnixMilli(), tx.Now().UnixMilli(), id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
+	if _, err := s.Exec(ctx, &postponeAttemptCmd{ID: id, Next: next}); err != nil {
 		return fmt.Errorf("postpone attempt %d: %w", id, err)
 	}
 	return nil
+}
+
+// postponeAttemptCmd is PostponeAttempt's command.
+type postponeAttemptCmd struct {
+	ID   int64
+	Next time.Time
+}
+
+func (*postponeAttemptCmd) Kind() string { return "attempt.postpone" }
+
+func (c *postponeAttemptCmd) Apply(tx *Tx) (any, error) { return nil, c.apply(tx) }
+
+func (c *postponeAttemptCmd) apply(tx *Tx) error {
+	id, next := c.ID, c.Next
+	res, err := tx.Exec(`UPDATE attempts SET next_check_at = ?, check_attempts = check_attempts + 1,
+			updated_at = ?
+		WHERE id = ?`, next.UnixMilli(), tx.Now().UnixMilli(), id)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return ErrNotFound
+	}
+	return err
 }
 
 // AttemptByID returns one attempt or ErrNotFound.
@@ -769,8 +836,15 @@ func pageLimit(n int) int {
 // AddWatch puts an order on the reconciler's watch list, or refreshes its
 // entry (see Tx.UpsertWatch): the watch endpoint's "created" state.
 func (s *Store) AddWatch(ctx context.Context, w Watch) error {
-	if err := s.Write(ctx, func(tx *Tx) error { return tx.UpsertWatch(w) }); err != nil {
+	if _, err := s.Exec(ctx, &watchCmd{W: w}); err != nil {
 		return fmt.Errorf("add watch: %w", err)
 	}
 	return nil
 }
+
+// watchCmd is AddWatch's and MarkForPoll's command.
+type watchCmd struct{ W Watch }
+
+func (*watchCmd) Kind() string { return "watch" }
+
+func (c *watchCmd) Apply(tx *Tx) (any, error) { return nil, tx.UpsertWatch(c.W) }

@@ -81,7 +81,6 @@ func createdPayin(merchantOrderID string) ([]byte, *provider.Order) {
 }
 
 func TestStore_BeginAttempt(t *testing.T) {
-	retryAll := func(store.Attempt) bool { return true }
 	tests := []struct {
 		name string
 		// prev is the state the first attempt is finished with; empty
@@ -90,7 +89,7 @@ func TestStore_BeginAttempt(t *testing.T) {
 		prevCode  string
 		second    string // body of the second request ("a" is the first's)
 		anyReq    bool
-		retry     func(store.Attempt) bool
+		retry     bool
 		wantNew   bool
 		wantError error
 	}{
@@ -102,7 +101,8 @@ func TestStore_BeginAttempt(t *testing.T) {
 		{name: "different request after created conflicts", prev: store.AttemptCreated, second: "b", wantError: store.ErrAttemptConflict},
 		{name: "identical repeat of a rejection reuses it", prev: store.AttemptRejected, prevCode: "VALIDATION", second: "a"},
 		{name: "corrected request after a rejection is new", prev: store.AttemptRejected, prevCode: "VALIDATION", second: "b", wantNew: true},
-		{name: "identical repeat of a retryable rejection is new", prev: store.AttemptRejected, prevCode: "PAYIN_DISABLED", second: "a", retry: retryAll, wantNew: true},
+		{name: "identical repeat of a retryable rejection is new", prev: store.AttemptRejected, prevCode: "PAYIN_DISABLED", second: "a", retry: true, wantNew: true},
+		{name: "identical repeat of a final rejection reuses it even when retrying", prev: store.AttemptRejected, prevCode: "VALIDATION", second: "a", retry: true},
 		{name: "identical repeat after not created is new", prev: store.AttemptNotCreated, second: "a", wantNew: true},
 		{name: "any request joins a live attempt", prev: store.AttemptInDoubt, second: "b", anyReq: true},
 	}
@@ -134,7 +134,7 @@ func TestStore_BeginAttempt(t *testing.T) {
 				}
 			}
 			na := payinAttempt("m1", tt.second)
-			na.AnyRequest, na.RetryRejected = tt.anyReq, tt.retry
+			na.AnyRequest, na.RetryRejected, na.FinalCodes = tt.anyReq, tt.retry, []string{"VALIDATION"}
 			got, isNew, err := s.BeginAttempt(t.Context(), na)
 			if tt.wantError != nil {
 				var ce *store.AttemptConflictError

@@ -92,12 +92,21 @@ func (s *Store) MarkPublished(ctx context.Context, seqs []int64) error {
 		list = strconv.AppendInt(list, seq, 10)
 	}
 	list = append(list, ']')
-	return s.write(ctx, func(tx *Tx) error {
-		if _, err := tx.s.st.markPublished.Exec(tx.Now().UnixMilli(), string(list)); err != nil {
-			return fmt.Errorf("mark %d events published: %w", len(seqs), err)
-		}
-		return nil
-	}, true)
+	_, err := s.Exec(ctx, &markPublishedCmd{Seqs: json.RawMessage(list)})
+	return err
+}
+
+// markPublishedCmd is MarkPublished's command; Seqs is a JSON array.
+type markPublishedCmd struct{ Seqs json.RawMessage }
+
+func (*markPublishedCmd) Kind() string { return "outbox.mark_published" }
+func (*markPublishedCmd) rerunnable()  {}
+
+func (c *markPublishedCmd) Apply(tx *Tx) (any, error) {
+	if _, err := tx.s.st.markPublished.Exec(tx.Now().UnixMilli(), string(c.Seqs)); err != nil {
+		return nil, fmt.Errorf("mark events published: %w", err)
+	}
+	return nil, nil
 }
 
 // pruneChunk bounds one prune transaction, so pruning a long backlog never
@@ -109,17 +118,7 @@ const pruneChunk = 2000
 func (s *Store) PruneOutbox(ctx context.Context, publishedBefore time.Time) (int64, error) {
 	var total int64
 	for {
-		var n int64
-		err := s.Write(ctx, func(tx *Tx) error {
-			res, err := tx.Exec(`DELETE FROM outbox WHERE seq IN (
-				SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? ORDER BY seq LIMIT ?)`,
-				publishedBefore.UnixMilli(), pruneChunk)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
-		})
+		n, err := execAs[int64](ctx, s, &pruneOutboxCmd{Before: publishedBefore, Limit: pruneChunk})
 		if err != nil {
 			return total, fmt.Errorf("prune outbox: %w", err)
 		}
@@ -145,4 +144,22 @@ func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Tim
 		oldest = time.UnixMilli(first.Int64).UTC()
 	}
 	return backlog, oldest, nil
+}
+
+// pruneOutboxCmd is one chunk of PruneOutbox.
+type pruneOutboxCmd struct {
+	Before time.Time
+	Limit  int
+}
+
+func (*pruneOutboxCmd) Kind() string { return "outbox.prune" }
+
+func (c *pruneOutboxCmd) Apply(tx *Tx) (any, error) {
+	res, err := tx.Exec(`DELETE FROM outbox WHERE seq IN (
+		SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? ORDER BY seq LIMIT ?)`,
+		c.Before.UnixMilli(), c.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return res.RowsAffected()
 }

@@ -38,62 +38,75 @@ func (s *Store) Quarantine(ctx context.Context, q QuarantinedWebhook) error {
 	if q.Reason == "" {
 		q.Reason = "unparseable order"
 	}
-	return s.Write(ctx, func(tx *Tx) error {
-		at := q.ReceivedAt
-		if at.IsZero() {
-			at = tx.Now()
-		}
-		sum := sha256.Sum256(q.Raw)
-		var headers any
-		if h := selectHeaders(q.Header); h != nil {
-			headers = h
-		}
-		var id, seen int64
-		err := tx.QueryRow(`INSERT INTO quarantine (body_sha256, raw, headers, remote_addr, reason, order_id,
-				merchant_order_id, received_at, last_received_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (body_sha256) DO UPDATE SET
-				times_seen = times_seen + 1,
-				last_received_at = max(last_received_at, excluded.last_received_at)
-			RETURNING id, times_seen`,
-			sum[:], q.Raw, headers, nullString(q.RemoteAddr), q.Reason, nullString(q.OrderID),
-			nullString(q.MerchantOrderID), at.UnixMilli(), at.UnixMilli()).Scan(&id, &seen)
-		if err != nil {
-			return fmt.Errorf("quarantine: %w", err)
-		}
-		if seen > 1 {
-			return nil
-		}
-		merchantID := q.MerchantOrderID
-		if merchantID == "" && q.OrderID != "" {
-			err := tx.QueryRow(`SELECT merchant_order_id FROM orders WHERE provider_id = ?`, q.OrderID).Scan(&merchantID)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("quarantine: look up order %s: %w", q.OrderID, err)
-			}
-		}
-		key := q.OrderID
-		if key == "" {
-			key = merchantID
-		}
-		if key == "" {
-			key = "quarantine-" + strconv.FormatInt(id, 10)
-		}
-		detail := map[string]any{
-			"quarantineId":    id,
-			"reason":          q.Reason,
-			"orderId":         q.OrderID,
-			"merchantOrderId": merchantID,
-			"receivedAt":      at.UTC(),
-		}
-		if _, _, err := tx.OpenFinding(FindingQuarantinedWebhook, key, detail); err != nil {
-			return fmt.Errorf("quarantine: %w", err)
-		}
-		if merchantID != "" {
-			if err := tx.UpsertWatch(Watch{MerchantOrderID: merchantID, ProviderOrderID: q.OrderID,
-				Reason: "quarantined webhook: " + q.Reason, NextCheckAt: at}); err != nil {
-				return fmt.Errorf("quarantine: %w", err)
-			}
-		}
+	_, err := s.Exec(ctx, &quarantineCmd{Q: q})
+	return err
+}
+
+// quarantineCmd is Quarantine's command.
+type quarantineCmd struct{ Q QuarantinedWebhook }
+
+func (*quarantineCmd) Kind() string { return "quarantine" }
+
+func (c *quarantineCmd) Apply(tx *Tx) (any, error) {
+	return nil, c.apply(tx)
+}
+
+func (c *quarantineCmd) apply(tx *Tx) error {
+	q := c.Q
+	at := q.ReceivedAt
+	if at.IsZero() {
+		at = tx.Now()
+	}
+	sum := sha256.Sum256(q.Raw)
+	var headers any
+	if h := selectHeaders(q.Header); h != nil {
+		headers = h
+	}
+	var id, seen int64
+	err := tx.QueryRow(`INSERT INTO quarantine (body_sha256, raw, headers, remote_addr, reason, order_id,
+			merchant_order_id, received_at, last_received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (body_sha256) DO UPDATE SET
+			times_seen = times_seen + 1,
+			last_received_at = max(last_received_at, excluded.last_received_at)
+		RETURNING id, times_seen`,
+		sum[:], q.Raw, headers, nullString(q.RemoteAddr), q.Reason, nullString(q.OrderID),
+		nullString(q.MerchantOrderID), at.UnixMilli(), at.UnixMilli()).Scan(&id, &seen)
+	if err != nil {
+		return fmt.Errorf("quarantine: %w", err)
+	}
+	if seen > 1 {
 		return nil
-	})
+	}
+	merchantID := q.MerchantOrderID
+	if merchantID == "" && q.OrderID != "" {
+		err := tx.QueryRow(`SELECT merchant_order_id FROM orders WHERE provider_id = ?`, q.OrderID).Scan(&merchantID)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("quarantine: look up order %s: %w", q.OrderID, err)
+		}
+	}
+	key := q.OrderID
+	if key == "" {
+		key = merchantID
+	}
+	if key == "" {
+		key = "quarantine-" + strconv.FormatInt(id, 10)
+	}
+	detail := map[string]any{
+		"quarantineId":    id,
+		"reason":          q.Reason,
+		"orderId":         q.OrderID,
+		"merchantOrderId": merchantID,
+		"receivedAt":      at.UTC(),
+	}
+	if _, _, err := tx.OpenFinding(FindingQuarantinedWebhook, key, detail); err != nil {
+		return fmt.Errorf("quarantine: %w", err)
+	}
+	if merchantID != "" {
+		if err := tx.UpsertWatch(Watch{MerchantOrderID: merchantID, ProviderOrderID: q.OrderID,
+			Reason: "quarantined webhook: " + q.Reason, NextCheckAt: at}); err != nil {
+			return fmt.Errorf("quarantine: %w", err)
+		}
+	}
+	return nil
 }

@@ -32,11 +32,7 @@ type ReconcileRun struct {
 
 // StartReconcileRun records that job started at and returns the run's id.
 func (s *Store) StartReconcileRun(ctx context.Context, job string, at time.Time) (int64, error) {
-	var id int64
-	err := s.Write(ctx, func(tx *Tx) error {
-		return tx.QueryRow(`INSERT INTO reconcile_runs (job, started_at) VALUES (?, ?) RETURNING id`,
-			job, at.UnixMilli()).Scan(&id)
-	})
+	id, err := execAs[int64](ctx, s, &startRunCmd{Job: job, At: at})
 	if err != nil {
 		return 0, fmt.Errorf("start run of %s: %w", job, err)
 	}
@@ -53,12 +49,7 @@ func (s *Store) FinishReconcileRun(ctx context.Context, id int64, at time.Time, 
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
-	err = s.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE reconcile_runs SET finished_at = ?, counts = ?, error = ? WHERE id = ?`,
-			at.UnixMilli(), string(b), runErr, id)
-		return err
-	})
-	if err != nil {
+	if _, err := s.Exec(ctx, &finishRunCmd{ID: id, At: at, Counts: b, Error: runErr}); err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
 	return nil
@@ -300,18 +291,8 @@ func (s *Store) ResolveSettledStuckOrders(ctx context.Context) (int, error) {
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 200)]
 		keys = keys[len(chunk):]
-		err := s.Write(ctx, func(tx *Tx) error {
-			for _, k := range chunk {
-				ok, err := tx.ResolveFinding(FindingStuckOrder, k)
-				if err != nil {
-					return err
-				}
-				if ok {
-					n++
-				}
-			}
-			return nil
-		})
+		resolved, err := execAs[int](ctx, s, &ResolveFindingsCmd{FindingKind: FindingStuckOrder, Keys: chunk})
+		n += resolved
 		if err != nil {
 			return n, fmt.Errorf("resolve stuck orders: %w", err)
 		}
@@ -402,7 +383,7 @@ func (tx *Tx) UpsertRequisite(r Requisite) error {
 	}
 	created := r.CreatedAt
 	if created.IsZero() {
-		created = tx.s.now()
+		created = tx.Now()
 	}
 	_, err := tx.Exec(`INSERT INTO requisites (requisite_id, currency, source, active, created_at)
 		VALUES (?, ?, ?, 1, ?)
@@ -420,7 +401,7 @@ func (tx *Tx) UpsertRequisite(r Requisite) error {
 // an unknown requisite is not an error.
 func (tx *Tx) DeactivateRequisite(id string) error {
 	_, err := tx.Exec(`UPDATE requisites SET active = 0, deactivated_at = ? WHERE requisite_id = ? AND active = 1`,
-		tx.s.now().UnixMilli(), strings.ToLower(id))
+		tx.Now().UnixMilli(), strings.ToLower(id))
 	if err != nil {
 		return fmt.Errorf("deactivate requisite %s: %w", id, err)
 	}
@@ -429,12 +410,14 @@ func (tx *Tx) DeactivateRequisite(id string) error {
 
 // UpsertRequisite is Tx.UpsertRequisite in a write of its own.
 func (s *Store) UpsertRequisite(ctx context.Context, r Requisite) error {
-	return s.Write(ctx, func(tx *Tx) error { return tx.UpsertRequisite(r) })
+	_, err := s.Exec(ctx, &UpsertRequisitesCmd{Requisites: []Requisite{r}})
+	return err
 }
 
 // DeactivateRequisite is Tx.DeactivateRequisite in a write of its own.
 func (s *Store) DeactivateRequisite(ctx context.Context, id string) error {
-	return s.Write(ctx, func(tx *Tx) error { return tx.DeactivateRequisite(id) })
+	_, err := s.Exec(ctx, &deactivateRequisiteCmd{ID: id})
+	return err
 }
 
 // Requisites returns the registered requisites, only the active ones when
@@ -471,12 +454,7 @@ func (s *Store) Requisites(ctx context.Context, activeOnly bool) ([]Requisite, e
 // MarkRequisiteSwept records a finished sweep of requisite id up to at,
 // adding recovered to its count of orders that no webhook brought.
 func (s *Store) MarkRequisiteSwept(ctx context.Context, id string, at time.Time, recovered int) error {
-	err := s.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE requisites SET last_swept_at = ?, recovered = recovered + ? WHERE requisite_id = ?`,
-			at.UnixMilli(), recovered, strings.ToLower(id))
-		return err
-	})
-	if err != nil {
+	if _, err := s.Exec(ctx, &requisiteSweptCmd{ID: id, At: at, Recovered: recovered}); err != nil {
 		return fmt.Errorf("mark requisite %s swept: %w", id, err)
 	}
 	return nil
@@ -495,10 +473,8 @@ type BalanceSnapshot struct {
 // InsertBalanceSnapshot stores a snapshot and returns it with its id.
 func (s *Store) InsertBalanceSnapshot(ctx context.Context, currency string, amount decimal.Decimal, at time.Time, runID int64) (BalanceSnapshot, error) {
 	snap := BalanceSnapshot{Currency: strings.ToLower(currency), Amount: amount, TakenAt: unixMilliUTC(at.UnixMilli())}
-	err := s.Write(ctx, func(tx *Tx) error {
-		return tx.QueryRow(`INSERT INTO balance_snapshots (currency, amount, taken_at, run_id) VALUES (?, ?, ?, ?) RETURNING id`,
-			snap.Currency, provider.FormatAmount(amount), at.UnixMilli(), nullRowID(runID)).Scan(&snap.ID)
-	})
+	id, err := execAs[int64](ctx, s, &balanceSnapshotCmd{Snap: snap, RunID: runID})
+	snap.ID = id
 	if err != nil {
 		return BalanceSnapshot{}, fmt.Errorf("balance snapshot %s: %w", currency, err)
 	}
@@ -611,7 +587,7 @@ func (tx *Tx) InsertBalanceDrift(d BalanceDrift) (int64, error) {
 	}
 	at := d.ComputedAt
 	if at.IsZero() {
-		at = tx.s.now()
+		at = tx.Now()
 	}
 	var id int64
 	err = tx.QueryRow(`INSERT INTO balance_drifts (currency, opening_id, closing_id, opening_at, closing_at,
@@ -734,44 +710,61 @@ func (s *Store) UpdateLedger(ctx context.Context, batch int) (int, error) {
 	}
 	total := 0
 	for {
-		var cursor int64
-		var v string
-		err := s.rdb.QueryRowContext(ctx, `SELECT value FROM reconcile_state WHERE key = ?`, ledgerCursorKey).Scan(&v)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return total, fmt.Errorf("ledger cursor: %w", err)
-		default:
-			if cursor, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return total, fmt.Errorf("ledger cursor %q: %w", v, err)
-			}
-		}
-		states, last, err := s.historySince(ctx, cursor, batch)
-		if err != nil {
-			return total, err
-		}
-		if last == cursor {
-			return total, nil
-		}
-		err = s.Write(ctx, func(tx *Tx) error {
-			for _, st := range states {
-				if err := tx.recordLedger(st); err != nil {
-					return err
-				}
-			}
-			// Guarded, so a concurrent process that moved the cursor first
-			// makes this batch a no-op rather than a double count (the
-			// UNIQUE keys make a repeat harmless anyway).
-			_, err := tx.Exec(`INSERT INTO reconcile_state (key, value) VALUES (?, ?)
-				ON CONFLICT (key) DO UPDATE SET value = excluded.value
-				WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)`, ledgerCursorKey, strconv.FormatInt(last, 10))
-			return err
-		})
+		step, err := execAs[ledgerStep](ctx, s, &advanceLedgerCmd{Batch: batch})
 		if err != nil {
 			return total, fmt.Errorf("update ledger: %w", err)
 		}
-		total += len(states)
+		if !step.Moved {
+			return total, nil
+		}
+		total += step.States
 	}
+}
+
+// advanceLedgerCmd is one step of UpdateLedger: it reads up to Batch
+// history rows after the ledger's cursor, inside the transaction, so that
+// every instance derives the same ledger from the same history.
+type advanceLedgerCmd struct{ Batch int }
+
+// ledgerStep is what one advanceLedgerCmd did.
+type ledgerStep struct {
+	States int  // applied states recorded
+	Moved  bool // the cursor moved (false: the ledger is up to date)
+}
+
+func (*advanceLedgerCmd) Kind() string { return "ledger.advance" }
+
+func (c *advanceLedgerCmd) Apply(tx *Tx) (any, error) {
+	var cursor int64
+	var v string
+	err := tx.QueryRow(`SELECT value FROM reconcile_state WHERE key = ?`, ledgerCursorKey).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("ledger cursor: %w", err)
+	default:
+		if cursor, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("ledger cursor %q: %w", v, err)
+		}
+	}
+	states, last, err := historySince(context.Background(), tx.s.wconn, cursor, c.Batch)
+	if err != nil {
+		return nil, err
+	}
+	if last == cursor {
+		return ledgerStep{}, nil
+	}
+	for _, st := range states {
+		if err := tx.recordLedger(st); err != nil {
+			return nil, err
+		}
+	}
+	_, err = tx.Exec(`INSERT INTO reconcile_state (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, ledgerCursorKey, strconv.FormatInt(last, 10))
+	if err != nil {
+		return nil, err
+	}
+	return ledgerStep{States: len(states), Moved: true}, nil
 }
 
 // historyState is one applied order state the ledger reads.
@@ -783,8 +776,8 @@ type historyState struct {
 
 // historySince returns the applied (new or changed) states after id
 // cursor, up to limit rows scanned, and the last id scanned.
-func (s *Store) historySince(ctx context.Context, cursor int64, limit int) ([]historyState, int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT h.id, h.order_id, h.outcome, h.observed_at, coalesce(h.raw, d.raw)
+func historySince(ctx context.Context, q queryer, cursor int64, limit int) ([]historyState, int64, error) {
+	rows, err := q.QueryContext(ctx, `SELECT h.id, h.order_id, h.outcome, h.observed_at, coalesce(h.raw, d.raw)
 		FROM order_history h LEFT JOIN deliveries d ON d.id = h.delivery_id
 		WHERE h.id > ? ORDER BY h.id LIMIT ?`, cursor, limit)
 	if err != nil {
@@ -1144,4 +1137,135 @@ func nullRowID(v int64) any {
 		return nil
 	}
 	return v
+}
+
+// queryer is what runs a query: the read pool or the writer's connection.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// startRunCmd is StartReconcileRun's command.
+type startRunCmd struct {
+	Job string
+	At  time.Time
+}
+
+func (*startRunCmd) Kind() string { return "reconcile.start_run" }
+
+func (c *startRunCmd) Apply(tx *Tx) (any, error) {
+	var id int64
+	err := tx.QueryRow(`INSERT INTO reconcile_runs (job, started_at) VALUES (?, ?) RETURNING id`,
+		c.Job, c.At.UnixMilli()).Scan(&id)
+	return id, err
+}
+
+// finishRunCmd is FinishReconcileRun's command; Counts is a JSON object.
+type finishRunCmd struct {
+	ID     int64
+	At     time.Time
+	Counts json.RawMessage
+	Error  string
+}
+
+func (*finishRunCmd) Kind() string { return "reconcile.finish_run" }
+
+func (c *finishRunCmd) Apply(tx *Tx) (any, error) {
+	_, err := tx.Exec(`UPDATE reconcile_runs SET finished_at = ?, counts = ?, error = ? WHERE id = ?`,
+		c.At.UnixMilli(), string(c.Counts), c.Error, c.ID)
+	return nil, err
+}
+
+// UpsertRequisitesCmd registers requisites (Tx.UpsertRequisite each).
+type UpsertRequisitesCmd struct{ Requisites []Requisite }
+
+// Kind implements Command.
+func (*UpsertRequisitesCmd) Kind() string { return "requisite.upsert" }
+
+// Apply implements Command.
+func (c *UpsertRequisitesCmd) Apply(tx *Tx) (any, error) {
+	for _, r := range c.Requisites {
+		if err := tx.UpsertRequisite(r); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// deactivateRequisiteCmd is DeactivateRequisite's command.
+type deactivateRequisiteCmd struct{ ID string }
+
+func (*deactivateRequisiteCmd) Kind() string { return "requisite.deactivate" }
+
+func (c *deactivateRequisiteCmd) Apply(tx *Tx) (any, error) { return nil, tx.DeactivateRequisite(c.ID) }
+
+// requisiteSweptCmd is MarkRequisiteSwept's command.
+type requisiteSweptCmd struct {
+	ID        string
+	At        time.Time
+	Recovered int
+}
+
+func (*requisiteSweptCmd) Kind() string { return "requisite.swept" }
+
+func (c *requisiteSweptCmd) Apply(tx *Tx) (any, error) {
+	_, err := tx.Exec(`UPDATE requisites SET last_swept_at = ?, recovered = recovered + ? WHERE requisite_id = ?`,
+		c.At.UnixMilli(), c.Recovered, strings.ToLower(c.ID))
+	return nil, err
+}
+
+// balanceSnapshotCmd is InsertBalanceSnapshot's command.
+type balanceSnapshotCmd struct {
+	Snap  BalanceSnapshot
+	RunID int64
+}
+
+func (*balanceSnapshotCmd) Kind() string { return "balance.snapshot" }
+
+func (c *balanceSnapshotCmd) Apply(tx *Tx) (any, error) {
+	var id int64
+	err := tx.QueryRow(`INSERT INTO balance_snapshots (currency, amount, taken_at, run_id) VALUES (?, ?, ?, ?) RETURNING id`,
+		c.Snap.Currency, provider.FormatAmount(c.Snap.Amount), c.Snap.TakenAt.UnixMilli(), nullRowID(c.RunID)).Scan(&id)
+	return id, err
+}
+
+// OpenFindingCmd opens a finding (Tx.OpenFinding); its result is whether
+// a new one was opened.
+type OpenFindingCmd struct {
+	FindingKind string
+	Key         string
+	Detail      json.RawMessage
+}
+
+// Kind implements Command.
+func (*OpenFindingCmd) Kind() string { return "finding.open" }
+
+// Apply implements Command.
+func (c *OpenFindingCmd) Apply(tx *Tx) (any, error) {
+	_, opened, err := tx.OpenFinding(c.FindingKind, c.Key, c.Detail)
+	return opened, err
+}
+
+// ResolveFindingsCmd resolves the open findings of one kind with these
+// keys; its result is how many it resolved.
+type ResolveFindingsCmd struct {
+	FindingKind string
+	Keys        []string
+}
+
+// Kind implements Command.
+func (*ResolveFindingsCmd) Kind() string { return "finding.resolve" }
+
+// Apply implements Command.
+func (c *ResolveFindingsCmd) Apply(tx *Tx) (any, error) {
+	n := 0
+	for _, k := range c.Keys {
+		ok, err := tx.ResolveFinding(c.FindingKind, k)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }

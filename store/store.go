@@ -119,6 +119,11 @@ type Store struct {
 	notify chan struct{}
 
 	commits, writes, failed, overloaded, expired, reruns atomic.Uint64
+
+	// replog, when set, takes every command (replicated mode, see
+	// Replicate); the writer then runs only what the log hands back
+	// (ApplyLog) and local bookkeeping.
+	replog Log
 }
 
 // pathDSN turns a file path into the driver's URI form, escaping the
@@ -325,12 +330,13 @@ func (s *Store) Stats() Stats {
 
 // Ready reports whether the writer can commit: it makes a small real write
 // through the queue, so an overloaded or stuck writer reads as not ready.
+// The row it writes is local bookkeeping, never replicated.
 func (s *Store) Ready(ctx context.Context) error {
-	return s.Write(ctx, func(tx *Tx) error {
+	return s.write(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`INSERT INTO store_meta (key, value) VALUES ('ready_at', ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, tx.Now().UTC().Format(time.RFC3339Nano))
 		return err
-	})
+	}, false)
 }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns an error listing

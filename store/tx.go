@@ -21,6 +21,9 @@ type Tx struct {
 	s      *Store
 	events int // outbox rows added in the current savepoint
 	ids    rowIDs
+	// now is the time of the command being applied (zero for a plain
+	// Write, which reads the store's clock).
+	now time.Time
 }
 
 // rowIDs hands out the primary keys of orders, deliveries and history
@@ -47,8 +50,14 @@ func (r *rowIDs) next(last *int64, maxQuery *sql.Stmt) (int64, error) {
 	return *last, nil
 }
 
-// Now returns the store's clock reading.
-func (tx *Tx) Now() time.Time { return tx.s.now() }
+// Now returns the time of the command being applied: the same on every
+// instance that applies it. Write callbacks get the store's clock.
+func (tx *Tx) Now() time.Time {
+	if !tx.now.IsZero() {
+		return tx.now
+	}
+	return tx.s.now()
+}
 
 // Exec runs a statement in the transaction.
 func (tx *Tx) Exec(query string, args ...any) (sql.Result, error) {
@@ -82,7 +91,7 @@ func (tx *Tx) InsertEvent(ev OutboxEvent) (inserted bool, err error) {
 	case !json.Valid(ev.Data):
 		return false, fmt.Errorf("insert event %s: data is not valid JSON", ev.ID)
 	}
-	now := tx.s.now()
+	now := tx.Now()
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}
@@ -132,7 +141,7 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 	if err != nil {
 		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
 	}
-	now := tx.s.now()
+	now := tx.Now()
 	err = tx.QueryRow(`INSERT INTO findings (kind, subject_key, detail, found_at, updated_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (kind, subject_key) WHERE resolved_at IS NULL DO NOTHING
@@ -160,7 +169,7 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 // one, and queues its "reconcile.<kind>" event with id
 // EventID(finding id, "resolved").
 func (tx *Tx) ResolveFinding(kind, key string) (resolved bool, err error) {
-	now := tx.s.now()
+	now := tx.Now()
 	var (
 		f       = Finding{Kind: kind, Key: key, State: "resolved"}
 		detail  string
@@ -237,7 +246,7 @@ func (tx *Tx) UpsertWatch(w Watch) error {
 	if w.Reason == "" {
 		return errors.New("watch: reason is empty")
 	}
-	now := tx.s.now()
+	now := tx.Now()
 	next := w.NextCheckAt
 	if next.IsZero() {
 		next = now
@@ -264,7 +273,7 @@ func (tx *Tx) UpsertWatch(w Watch) error {
 // calls it once the order is settled.
 func (tx *Tx) ResolveWatch(merchantOrderID string) error {
 	_, err := tx.Exec(`UPDATE watches SET resolved_at = ? WHERE merchant_order_id = ? AND resolved_at IS NULL`,
-		tx.s.now().UnixMilli(), merchantOrderID)
+		tx.Now().UnixMilli(), merchantOrderID)
 	if err != nil {
 		return fmt.Errorf("resolve watch %s: %w", merchantOrderID, err)
 	}
@@ -280,9 +289,8 @@ const WatchReasonUnverified = "webhook with a signature that did not verify"
 // MarkForPoll asks the reconciler to poll merchantOrderID soon (for example
 // after a webhook for it failed its signature check).
 func (s *Store) MarkForPoll(ctx context.Context, merchantOrderID, reason string) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		return tx.UpsertWatch(Watch{MerchantOrderID: merchantOrderID, Reason: reason})
-	})
+	_, err := s.Exec(ctx, &watchCmd{W: Watch{MerchantOrderID: merchantOrderID, Reason: reason}})
+	return err
 }
 
 func nullString(s string) any {

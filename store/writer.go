@@ -41,7 +41,13 @@ type request struct {
 // fn must not keep tx, must not block on anything slow (it holds up every
 // write in the batch), and must not call the Store's own write methods
 // (that would deadlock); it uses tx's methods instead.
+//
+// In replicated mode Write fails with ErrNotReplicable: a function cannot
+// be sent to the other instances; use a Command (Exec) instead.
 func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	if s.replog != nil {
+		return ErrNotReplicable
+	}
 	return s.write(ctx, fn, false)
 }
 

@@ -1,0 +1,188 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"orderd/provider"
+	"orderd/store"
+)
+
+// The reconciler's writes are commands (see store.Command): everything a
+// write decides on is in its fields — the provider's answer, the times and
+// the backoff computed before — so that in replicated mode every instance
+// applies it alike. Their Apply methods are the reconciler's rules run
+// inside the store's transaction.
+func init() {
+	store.RegisterCommand((&applyPolledCmd{}).Kind(), func() store.Command { return &applyPolledCmd{} })
+	store.RegisterCommand((&recordChecksCmd{}).Kind(), func() store.Command { return &recordChecksCmd{} })
+	store.RegisterCommand((&postponeCheckCmd{}).Kind(), func() store.Command { return &postponeCheckCmd{} })
+	store.RegisterCommand((&watchPollCmd{}).Kind(), func() store.Command { return &watchPollCmd{} })
+	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
+	store.RegisterCommand((&recordDriftCmd{}).Kind(), func() store.Command { return &recordDriftCmd{} })
+}
+
+// execAs runs cmd and asserts its result's type.
+func execAs[T any](ctx context.Context, s WriteStore, cmd store.Command) (T, error) {
+	var zero T
+	v, err := s.Exec(ctx, cmd)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := v.(T)
+	if !ok && v != nil {
+		return zero, fmt.Errorf("reconcile: %s answered %T", cmd.Kind(), v)
+	}
+	return t, nil
+}
+
+// applyPolledCmd applies an order a poll or a sweep found (applyPolled).
+type applyPolledCmd struct{ Obs store.Observation }
+
+func (*applyPolledCmd) Kind() string { return "reconcile.apply_polled" }
+
+func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) { return applyPolled(tx, c.Obs) }
+
+// polled is one get-status answer for a due order, as a command carries
+// it: the order (or the call's error) and when the order is due next if
+// nothing changed.
+type polled struct {
+	Due   store.DueOrder
+	Order *provider.Order `json:",omitempty"`
+	Raw   json.RawMessage `json:",omitempty"`
+	Err   string          `json:",omitempty"` // the call failed
+	Next  time.Time
+}
+
+// checked is what recording one answer did.
+type checked struct {
+	Res      store.Result
+	Stuck    bool
+	Mismatch bool
+}
+
+// recordChecksCmd records a batch of poll answers (recordCheck each).
+type recordChecksCmd struct {
+	Answers     []polled
+	Now         time.Time
+	GiveUpAfter time.Duration
+}
+
+func (*recordChecksCmd) Kind() string { return "reconcile.record_checks" }
+
+func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
+	outs := make([]checked, len(c.Answers))
+	for i, a := range c.Answers {
+		var err error
+		if outs[i], err = recordCheck(tx, a, c.Now, c.GiveUpAfter); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// postponeCheckCmd postpones a due order's next poll.
+type postponeCheckCmd struct {
+	ProviderID string
+	Next       time.Time
+}
+
+func (*postponeCheckCmd) Kind() string { return "reconcile.postpone_check" }
+
+func (c *postponeCheckCmd) Apply(tx *store.Tx) (any, error) {
+	_, err := tx.PostponeOrderCheck(c.ProviderID, c.Next)
+	return nil, err
+}
+
+// watchPollCmd records the answer to a watched order's poll.
+type watchPollCmd struct {
+	W           store.DueWatch
+	Order       *provider.Order `json:",omitempty"`
+	Raw         json.RawMessage `json:",omitempty"`
+	Err         string          `json:",omitempty"`
+	NotFound    bool            `json:",omitempty"` // the call answered ORDER_NOT_FOUND
+	Now, Next   time.Time
+	GiveUpAfter time.Duration
+}
+
+func (*watchPollCmd) Kind() string { return "reconcile.watch_poll" }
+
+func (c *watchPollCmd) Apply(tx *store.Tx) (any, error) {
+	w := c.W
+	if c.Err == "" {
+		obs := store.Observation{Source: store.SourcePoll, Order: c.Order, Raw: c.Raw, ObservedAt: c.Now}
+		if _, err := applyPolled(tx, obs); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ResolveFinding(FindingWatchNotFound, w.MerchantOrderID); err != nil {
+			return nil, err
+		}
+		return nil, tx.ResolveWatch(w.MerchantOrderID)
+	}
+	if err := tx.PostponeWatch(w.MerchantOrderID, c.Next); err != nil {
+		return nil, err
+	}
+	if c.NotFound && w.Reason == store.WatchReasonUnverified && w.Attempts+1 >= unverifiedWatchPolls {
+		// Only an unverified webhook named this order and the provider
+		// does not know it: most likely a forgery. Stop polling it, so
+		// forged webhooks cannot pile up polls that use the rate limit.
+		return nil, tx.ResolveWatch(w.MerchantOrderID)
+	}
+	if !c.NotFound || c.Now.Sub(w.CreatedAt) < c.GiveUpAfter {
+		return nil, nil
+	}
+	_, _, err := tx.OpenFinding(FindingWatchNotFound, w.MerchantOrderID, watchDetail{
+		MerchantOrderID: w.MerchantOrderID, Reason: w.Reason, WatchedSince: w.CreatedAt,
+		CheckAttempts: w.Attempts + 1, GiveUpAfter: c.GiveUpAfter.String(),
+	})
+	return nil, err
+}
+
+// postponeWatchCmd postpones a watch's next poll.
+type postponeWatchCmd struct {
+	MerchantOrderID string
+	Next            time.Time
+}
+
+func (*postponeWatchCmd) Kind() string { return "reconcile.postpone_watch" }
+
+func (c *postponeWatchCmd) Apply(tx *store.Tx) (any, error) {
+	return nil, tx.PostponeWatch(c.MerchantOrderID, c.Next)
+}
+
+// driftRecorded is what recordDriftCmd did to the currency's finding.
+type driftRecorded struct{ Opened, Resolved bool }
+
+// recordDriftCmd stores a balance comparison and opens or resolves the
+// currency's balance_drift finding.
+type recordDriftCmd struct {
+	Currency string
+	Drift    store.BalanceDrift
+}
+
+func (*recordDriftCmd) Kind() string { return "reconcile.record_drift" }
+
+func (c *recordDriftCmd) Apply(tx *store.Tx) (any, error) {
+	d := c.Drift
+	var out driftRecorded
+	if _, err := tx.InsertBalanceDrift(d); err != nil {
+		return nil, err
+	}
+	var err error
+	if d.WithinTolerance {
+		out.Resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, c.Currency)
+	} else {
+		_, out.Opened, err = tx.OpenFinding(store.FindingBalanceDrift, c.Currency, d.Detail)
+	}
+	return out, err
+}
+
+// errorText is err's message, empty for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

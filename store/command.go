@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+)
+
+// A Command is one write to the store, described by data alone: its
+// fields say everything Apply needs besides the database and the op's
+// time. In single-node mode a command runs in the writer's transaction at
+// once; in replicated mode it is encoded into the replicated log and every
+// instance applies it, so Apply must be deterministic: it reads only the
+// transaction (tx.Now is the op's time, never the wall clock), draws row
+// ids only through the Tx, and does nothing outside the transaction.
+//
+// Every write method of the Store is a command. Other packages may define
+// their own (the reconciler does) and must register them with
+// RegisterCommand so that the log can decode them.
+type Command interface {
+	// Kind names the command in the log; unique across the program.
+	Kind() string
+	// Apply runs the command in tx and returns its result. An error rolls
+	// back the command's effects (and only them).
+	Apply(tx *Tx) (any, error)
+}
+
+// rerunnable marks a command whose Apply may run more than once in one
+// batch (the writer's fast path, see runBatch): it has no effect outside
+// the transaction but its returned result.
+type rerunnable interface{ rerunnable() }
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]func() Command{}
+)
+
+// RegisterCommand makes a command kind decodable from the log. newCmd
+// returns a pointer to a zero command of that kind, which the log's JSON
+// is decoded into. Registering a kind twice panics.
+func RegisterCommand(kind string, newCmd func() Command) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[kind]; dup {
+		panic("store: command kind registered twice: " + kind)
+	}
+	registry[kind] = newCmd
+}
+
+// CommandKinds returns the registered command kinds, sorted.
+func CommandKinds() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	kinds := make([]string, 0, len(registry))
+	for k := range registry {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+// Op is a command with the time it was issued: the time its effects
+// record on every instance.
+type Op struct {
+	At  time.Time
+	Cmd Command
+}
+
+// OpResult is what applying one op gave: Apply's result and error.
+type OpResult struct {
+	Value any
+	Err   error
+}
+
+// Log is where a replicated store sends its commands: Execute appends ops
+// to the replicated log, waits until this instance has applied them (by
+// calling ApplyLog) and returns their results, in order. An error means
+// the ops' fate is unknown to the caller (not appended, or appended and
+// not yet applied here); ErrUnavailable wraps a log that cannot be
+// reached.
+type Log interface {
+	Execute(ctx context.Context, ops []Op) ([]OpResult, error)
+}
+
+// ErrUnavailable is returned for a write in replicated mode when the
+// replicated log cannot take it now (no quorum, not connected). Nothing of
+// the write is known to be recorded; the caller answers 503.
+var ErrUnavailable = errors.New("store: replicated log unavailable")
+
+// Replicate routes every command through log instead of writing it here
+// directly: the replicated mode. Call it once, before the store is used
+// for writes. Store.Write (an arbitrary function, not a command) then
+// fails with ErrNotReplicable.
+func (s *Store) Replicate(log Log) { s.replog = log }
+
+// Replicated reports whether the store's writes go through a log.
+func (s *Store) Replicated() bool { return s.replog != nil }
+
+// ErrNotReplicable is returned by Store.Write in replicated mode.
+var ErrNotReplicable = errors.New("store: a write that is not a command cannot be replicated")
+
+// Exec runs one command: in single-node mode in the writer's transaction,
+// in replicated mode through the log. It returns after the command's
+// effects are durable (committed here, or accepted by the log's quorum and
+// applied here).
+func (s *Store) Exec(ctx context.Context, cmd Command) (any, error) {
+	at := s.now()
+	if s.replog != nil {
+		res, err := s.replog.Execute(ctx, []Op{{At: at, Cmd: cmd}})
+		if err != nil {
+			return nil, err
+		}
+		if len(res) != 1 {
+			return nil, fmt.Errorf("store: log answered %d results for one op", len(res))
+		}
+		return res[0].Value, res[0].Err
+	}
+	var v any
+	_, rr := cmd.(rerunnable)
+	err := s.write(ctx, func(tx *Tx) error {
+		tx.now = at
+		var err error
+		v, err = cmd.Apply(tx)
+		return err
+	}, rr)
+	return v, err
+}
+
+// execAs is Exec with the result's type asserted.
+func execAs[T any](ctx context.Context, s *Store, cmd Command) (T, error) {
+	v, err := s.Exec(ctx, cmd)
+	if err != nil {
+		var zero T
+		if t, ok := v.(T); ok {
+			return t, err
+		}
+		return zero, err
+	}
+	t, ok := v.(T)
+	if !ok && v != nil {
+		var zero T
+		return zero, fmt.Errorf("store: %s answered %T", cmd.Kind(), v)
+	}
+	return t, nil
+}
+
+// logVersion is the first byte of an encoded log entry.
+const logVersion = 1
+
+// wireOp is an op as the log carries it.
+type wireOp struct {
+	At   int64           `json:"at"` // Unix nanoseconds
+	Kind string          `json:"kind"`
+	Cmd  json.RawMessage `json:"cmd"`
+}
+
+// EncodeOps encodes ops as one log entry: a version byte and a JSON array.
+func EncodeOps(ops []Op) ([]byte, error) {
+	wire := make([]wireOp, len(ops))
+	for i, op := range ops {
+		b, err := json.Marshal(op.Cmd)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", op.Cmd.Kind(), err)
+		}
+		wire[i] = wireOp{At: op.At.UnixNano(), Kind: op.Cmd.Kind(), Cmd: b}
+	}
+	b, err := json.Marshal(wire)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{logVersion}, b...), nil
+}
+
+// DecodeOps decodes a log entry. An unknown version or command kind is an
+// error: an instance must not skip what it cannot apply.
+func DecodeOps(b []byte) ([]Op, error) {
+	if len(b) == 0 || b[0] != logVersion {
+		return nil, fmt.Errorf("log entry: unknown version %v", b[:min(1, len(b))])
+	}
+	var wire []wireOp
+	if err := json.Unmarshal(b[1:], &wire); err != nil {
+		return nil, fmt.Errorf("log entry: %w", err)
+	}
+	ops := make([]Op, len(wire))
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	for i, w := range wire {
+		newCmd, ok := registry[w.Kind]
+		if !ok {
+			return nil, fmt.Errorf("log entry: unknown command kind %q (a newer orderd wrote it?)", w.Kind)
+		}
+		cmd := newCmd()
+		if err := json.Unmarshal(w.Cmd, cmd); err != nil {
+			return nil, fmt.Errorf("log entry: %s: %w", w.Kind, err)
+		}
+		ops[i] = Op{At: time.Unix(0, w.At).UTC(), Cmd: cmd}
+	}
+	return ops, nil
+}
+
+// The store's own commands.
+func init() {
+	for _, c := range []Command{
+		&observeCmd{}, &quarantineCmd{}, &watchCmd{},
+		&beginAttemptCmd{}, &finishAttemptCmd{}, recoverPendingCmd{}, &settleCreatedCmd{},
+		&settleNotCreatedCmd{}, &postponeAttemptCmd{},
+		&markPublishedCmd{}, &pruneOutboxCmd{},
+		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
+		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
+		&OpenFindingCmd{}, &ResolveFindingsCmd{},
+	} {
+		RegisterCommand(c.Kind(), newOf(c))
+	}
+}
+
+// newOf returns a constructor of zero commands of c's type.
+func newOf(c Command) func() Command {
+	t := reflect.TypeOf(c)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return func() Command { return reflect.New(t).Interface().(Command) }
+}
