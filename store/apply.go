@@ -247,6 +247,11 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 		if err := tx.checkAmounts(cur, obs); err != nil {
 			return Result{}, err
 		}
+		if cur.status.IsFinal() {
+			if err := tx.checkFinalMoney(cur, obs); err != nil {
+				return Result{}, err
+			}
+		}
 	}
 	stateID, err := tx.addHistory(cur.id, in, OutcomeChanged, at)
 	if err != nil {
@@ -457,6 +462,104 @@ func (tx *Tx) checkAmounts(cur currentOrder, obs Observation) error {
 		return nil
 	}
 	return tx.openMismatch("amounts differ", cur, mismatchVersion{Source: other, Status: prev.Status, Order: raw}, obs)
+}
+
+// amountChangeDetail is the detail of an "amount_changed" finding.
+type amountChangeDetail struct {
+	Reason          string          `json:"reason"`
+	OrderID         string          `json:"orderId"`
+	MerchantOrderID string          `json:"merchantOrderId"`
+	Status          provider.Status `json:"status"`
+	// Changes name each amount that changed, old → new.
+	Changes  []string        `json:"changes"`
+	Stored   mismatchVersion `json:"stored"`
+	Observed mismatchVersion `json:"observed"`
+}
+
+// checkFinalMoney opens an "amount_changed" finding when a final order's
+// money changes: its wallets, or the amounts of transactions it already
+// had. A final order's amounts are what finance has booked, so a change is
+// for people to see; the newer state is still applied, as the provider's
+// word, and its event queued. A new refund transaction (and a refund's
+// progress) is the one change a final order is expected to have.
+func (tx *Tx) checkFinalMoney(cur currentOrder, obs Observation) error {
+	var (
+		src Source
+		raw []byte
+	)
+	if err := tx.s.st.stateRaw.QueryRow(cur.id).Scan(&src, &raw); err != nil {
+		return fmt.Errorf("apply %s: load stored state: %w", obs.Order.ID, err)
+	}
+	prev, err := provider.DecodeOrder(raw)
+	if err != nil {
+		return nil // a stored version that no longer decodes cannot be compared
+	}
+	changes := moneyChanges(prev, obs.Order)
+	if len(changes) == 0 {
+		return nil
+	}
+	d := amountChangeDetail{
+		Reason:          "money changed in a final order: " + strings.Join(changes, "; "),
+		OrderID:         obs.Order.ID,
+		MerchantOrderID: cur.merchantOrderID,
+		Status:          cur.status,
+		Changes:         changes,
+		Stored:          mismatchVersion{Source: src, Status: prev.Status, Order: jsonOrNull(raw)},
+		Observed:        mismatchVersion{Source: obs.Source, Status: obs.Order.Status, Order: jsonOrNull(obs.Raw)},
+	}
+	if _, _, err := tx.OpenFinding(FindingAmountChanged, obs.Order.ID, d); err != nil {
+		return fmt.Errorf("apply %s: %w", obs.Order.ID, err)
+	}
+	return nil
+}
+
+// moneyChanges lists how b's money differs from a's: a wallet changed,
+// appeared or disappeared; a transaction's amounts or type changed; a
+// transaction disappeared; a transaction other than a refund appeared.
+func moneyChanges(a, b *provider.Order) []string {
+	var changes []string
+	money := func(what string, x, y *provider.Money) {
+		if x == nil && y != nil || x != nil && (y == nil || !x.Equal(*y)) {
+			changes = append(changes, what+": "+moneyText(x)+" → "+moneyText(y))
+		}
+	}
+	money("merchantSourceWallet", a.MerchantSourceWallet, b.MerchantSourceWallet)
+	money("merchantTargetWallet", a.MerchantTargetWallet, b.MerchantTargetWallet)
+	byID := make(map[string]*provider.Transaction, len(b.Transactions))
+	for i := range b.Transactions {
+		byID[b.Transactions[i].ID] = &b.Transactions[i]
+	}
+	known := make(map[string]bool, len(a.Transactions))
+	for i := range a.Transactions {
+		t := &a.Transactions[i]
+		known[t.ID] = true
+		u, ok := byID[t.ID]
+		if !ok {
+			changes = append(changes, "transaction "+t.ID+" ("+t.Type+") removed")
+			continue
+		}
+		if t.Type != u.Type {
+			changes = append(changes, "transaction "+t.ID+" type: "+t.Type+" → "+u.Type)
+		}
+		money("transaction "+t.ID+" authorized", t.Authorized, u.Authorized)
+		money("transaction "+t.ID+" merchantWallet", t.MerchantWallet, u.MerchantWallet)
+		money("transaction "+t.ID+" amount", t.Amount, u.Amount)
+	}
+	for i := range b.Transactions {
+		t := &b.Transactions[i]
+		if !known[t.ID] && t.Type != "refund" {
+			changes = append(changes, "transaction "+t.ID+" ("+t.Type+") added")
+		}
+	}
+	return changes
+}
+
+// moneyText is m as the provider wrote it, or "none".
+func moneyText(m *provider.Money) string {
+	if m == nil {
+		return "none"
+	}
+	return m.String()
 }
 
 func (tx *Tx) openMismatch(reason string, cur currentOrder, stored mismatchVersion, obs Observation) error {

@@ -469,3 +469,94 @@ func TestStore_Apply_identityChange(t *testing.T) {
 		})
 	}
 }
+
+// TestStore_Apply_finalMoneyChange: money changing inside a final order is
+// applied (the provider's newer word) with its event, and opens an
+// amount_changed finding naming what changed — unless the change is a new
+// refund transaction, or a refund's own progress.
+func TestStore_Apply_finalMoneyChange(t *testing.T) {
+	base := newOrder("125.50")
+	refunded := base.refunded("25.00")
+	tests := []struct {
+		name   string
+		first  order
+		source store.Source
+		next   order
+		// edit, when set, changes next's rendering.
+		edit func([]byte) []byte
+		// changes are texts the finding must name; none means no finding.
+		changes []string
+	}{
+		{"merchantTargetWallet amount", base, store.SourceWebhook,
+			base.with(func(o *order) { o.amount = "99.00"; o.txs[0].amount = "125.50" }), nil,
+			[]string{"merchantTargetWallet: 125.50 brl → 99.00 brl"}},
+		{"transaction amounts", base, store.SourceWebhook,
+			base.with(func(o *order) { o.txs[0].amount = "1.00" }), nil,
+			[]string{"transaction " + base.txs[0].id + " authorized: 125.50 brl → 1.00 brl"}},
+		{"merchantTargetWallet removed", base, store.SourcePoll, base, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"merchantTargetWallet":{"amount":"125.50","currency":"brl"}`,
+				`"merchantTargetWallet":null`, 1))
+		}, []string{"merchantTargetWallet: 125.50 brl → none"}},
+		{"another payin transaction", base, store.SourceWebhook,
+			base.with(func(o *order) {
+				o.txs = append(o.txs, tx{id: "extra-tx", typ: "payin", status: "completed", amount: "5.00"})
+			}), nil,
+			[]string{"transaction extra-tx (payin) added"}},
+		{"a refund's amount", refunded, store.SourceWebhook,
+			refunded.with(func(o *order) { o.txs[1].amount = "30.00" }), nil,
+			[]string{"transaction " + refunded.txs[1].id + " amount: 25.00 brl → 30.00 brl"}},
+		{"a new refund transaction", base, store.SourceWebhook, refunded, nil, nil},
+		{"a new refund and the same amounts written otherwise", base, store.SourceWebhook,
+			refunded.with(func(o *order) { o.amount = "125.5"; o.txs[0].amount = "125.500" }), nil, nil},
+		{"a refund's status", refunded, store.SourceWebhook,
+			refunded.with(func(o *order) { o.txs[1].status = "rejected" }), nil, nil},
+		{"amounts before the final status", base.processing(), store.SourceWebhook, base, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := openStore(t, store.Options{})
+			if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, tt.first.json(false))); err != nil {
+				t.Fatal(err)
+			}
+			body := tt.next.json(false)
+			if tt.edit != nil {
+				body = tt.edit(body)
+			}
+			ob := obs(t, tt.source, body)
+			res, err := s.Apply(t.Context(), ob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != store.OutcomeChanged || res.EventID == "" {
+				t.Fatalf("result %+v, want a change with its event", res)
+			}
+			if n := count(t, s, `SELECT count(*) FROM outbox WHERE event_id = ?`, res.EventID); n != 1 {
+				t.Errorf("the change's event is not in the outbox")
+			}
+			var detail string
+			err = s.DB().QueryRowContext(t.Context(), `SELECT detail FROM findings
+				WHERE kind = 'amount_changed' AND subject_key = ? AND resolved_at IS NULL`, base.id).Scan(&detail)
+			if len(tt.changes) == 0 {
+				if err == nil {
+					t.Errorf("amount_changed finding for %s: %s", tt.name, detail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("no open amount_changed finding: %v", err)
+			}
+			for _, c := range tt.changes {
+				if !strings.Contains(detail, c) {
+					t.Errorf("finding detail does not name %q: %s", c, detail)
+				}
+			}
+			if !strings.Contains(detail, `"merchantOrderId":"`+base.mid+`"`) {
+				t.Errorf("finding detail does not name the order: %s", detail)
+			}
+			if n := count(t, s, `SELECT count(*) FROM outbox WHERE type = 'reconcile.amount_changed' AND event_subject = ?`, base.id); n != 1 {
+				t.Errorf("%d reconcile.amount_changed events, want 1", n)
+			}
+		})
+	}
+}

@@ -13,7 +13,11 @@
 // order and append one outbox event, whose id is EventID(order id,
 // fingerprint, event type), so the same state always yields the same event
 // id. A final status never regresses; a conflicting final status is kept in
-// history and opens a "mismatch" finding for a human.
+// history and opens a "mismatch" finding for a human. Money changing inside
+// a final order (other than a new refund transaction) is applied with its
+// event and opens an "amount_changed" finding. A known provider id never
+// changes its merchantOrderId or type, nor a merchantOrderId its provider
+// id: such a state is refused with ErrConflict.
 //
 // # Single writer, group commit
 //

@@ -126,6 +126,9 @@ const (
 	FindingStuckOrder         = "stuck_order"
 	FindingUnresolvedCreation = "unresolved_creation"
 	FindingBalanceDrift       = "balance_drift"
+	// FindingAmountChanged: money changed inside a final order (other than
+	// a new refund transaction).
+	FindingAmountChanged = "amount_changed"
 )
 
 // OpenFinding opens a finding of kind about key (an order id or a
