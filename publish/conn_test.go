@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"orderd/internal/testaddr"
 	"orderd/publish"
 )
 
@@ -52,20 +53,17 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-func freePort(t *testing.T) string {
+// reservedPort returns a loopback port no other program can take for the
+// rest of the test, for a NATS server started after its client.
+func reservedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_, port, _ := net.SplitHostPort(testaddr.Loopback(t))
 	return port
 }
 
 func TestConnect_TracksOutages(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := reservedPort(t)
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	state := publish.NewConnState(clk.Now)
 	reg := prometheus.NewRegistry()

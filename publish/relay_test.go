@@ -429,7 +429,7 @@ func TestRelay_PicksUpEventsFromAnotherProcess(t *testing.T) {
 }
 
 func TestRelay_ProvisionsStreamWhenNATSComesUp(t *testing.T) {
-	port := freePort(t)
+	port := reservedPort(t)
 	url := "nats://127.0.0.1:" + port
 	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: url, ReconnectWait: 50 * time.Millisecond})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/pem"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"orderd/internal/testaddr"
 	"orderd/provider"
 	"orderd/receiver"
 	"orderd/store"
@@ -258,12 +258,7 @@ func TestRun_Answers(t *testing.T) {
 	}
 
 	// Nothing listening: every request is a transport error.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String() + receiver.DefaultPath
-	ln.Close()
+	dead := "http://" + testaddr.Loopback(t) + receiver.DefaultPath
 	stdout, _, err = runTool(t, "-url", dead, "-key", priv, "-flat", "-n", "5", "-c", "1", "-timeout", "2s")
 	if err != nil {
 		t.Fatalf("run: %v", err)

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +19,12 @@ import (
 	"orderd/provider/providertest"
 )
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // daemonEnv is a temp config for a real daemon against the fake provider.
+// Every listener is on port 0: waitStarted reads the bound addresses back
+// from the daemon's "orderd started" line, as a user of port 0 would.
 type daemonEnv struct {
-	cfgPath, recv, admin, nats string
-	fake                       *providertest.Server
+	cfgPath string
+	fake    *providertest.Server
 }
 
 func newDaemonEnv(t *testing.T, extraYAML string) *daemonEnv {
@@ -41,30 +32,82 @@ func newDaemonEnv(t *testing.T, extraYAML string) *daemonEnv {
 	dir := t.TempDir()
 	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 20 * time.Millisecond})
 	t.Cleanup(fake.Close)
-	de := &daemonEnv{recv: freeAddr(t), admin: freeAddr(t), nats: freeAddr(t), fake: fake}
+	de := &daemonEnv{fake: fake}
 	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
 	de.cfgPath = writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
   base_url: %s
   api_key: %s
   public_keys: [%s]
 receiver:
-  listen: %s
-  public_url: http://%s/webhooks/orders
+  listen: 127.0.0.1:0
 admin:
-  listen: %s
+  listen: 127.0.0.1:0
 store:
   path: %s
 nats:
   embedded:
-    listen: %s
+    listen: 127.0.0.1:0
     store_dir: %s
 reconcile:
   schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
 log:
-  level: warn
-%s`, fake.URL(), fake.APIKey(), key, de.recv, de.recv, de.admin, filepath.Join(dir, "orderd.db"),
-		de.nats, filepath.Join(dir, "nats"), extraYAML))
+  level: info
+  format: json
+%s`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), extraYAML))
 	return de
+}
+
+// syncBuffer collects a daemon's log for a test that reads it while the
+// daemon writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// listenAddrs are the addresses a daemon bound, as its "orderd started"
+// line reports them: host:port of the webhook and admin listeners and the
+// NATS URL.
+type listenAddrs struct {
+	Webhooks, Admin, NATS string
+}
+
+// waitStarted polls a daemon's JSON log for its "orderd started" line and
+// returns the addresses in it.
+func waitStarted(t *testing.T, log *syncBuffer, done <-chan error) listenAddrs {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("orderd returned before it started: %v\n%s", err, log)
+		default:
+		}
+		for _, line := range strings.Split(log.String(), "\n") {
+			var started struct {
+				Msg string
+				listenAddrs
+			}
+			if json.Unmarshal([]byte(line), &started) == nil && started.Msg == "orderd started" {
+				if started.Webhooks == "" || started.Admin == "" || started.NATS == "" {
+					t.Fatalf("the started line lacks an address: %s", line)
+				}
+				return started.listenAddrs
+			}
+		}
+	}
+	t.Fatalf("orderd logged no \"orderd started\" line within 20s:\n%s", log)
+	return listenAddrs{}
 }
 
 // waitReady polls GET /readyz until it answers 200.
@@ -123,14 +166,16 @@ func TestRun_EndToEnd(t *testing.T) {
 	de := newDaemonEnv(t, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
+	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"orderd", "run", "-config", de.cfgPath}, func(string) string { return "" }, nil, &stdout, &stderr)
 	}()
-	waitReady(t, de.admin, done)
+	addrs := waitStarted(t, &stderr, done)
+	waitReady(t, addrs.Admin, done)
 
-	nc, err := nats.Connect("nats://" + de.nats)
+	nc, err := nats.Connect(addrs.NATS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +188,7 @@ func TestRun_EndToEnd(t *testing.T) {
 	// The fake provider creates an order that names orderd's receiver and
 	// completes it: its signed webhook goes through the real listener.
 	if _, err := de.fake.CreateOrder(providertest.NewOrder{
-		MerchantOrderID: "e2e-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + de.recv + "/webhooks/orders",
+		MerchantOrderID: "e2e-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,22 +215,22 @@ func TestRun_EndToEnd(t *testing.T) {
 	// The event can reach the subscriber before the handler has counted
 	// its answer, and before the relay has its JetStream ack and counts it,
 	// so the counters may lag the event a moment.
-	if got := waitMetric(t, de.admin, `orderd_webhooks_total{outcome="accepted"}`, func(v string) bool { return v == "1" }); got != "1" {
+	if got := waitMetric(t, addrs.Admin, `orderd_webhooks_total{outcome="accepted"}`, func(v string) bool { return v == "1" }); got != "1" {
 		t.Errorf(`orderd_webhooks_total{outcome="accepted"} = %q, want 1`, got)
 	}
-	if got := waitMetric(t, de.admin, `orderd_publish_events_total`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
+	if got := waitMetric(t, addrs.Admin, `orderd_publish_events_total`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
 		t.Errorf("orderd_publish_events_total = %q, want > 0", got)
 	}
 	// The webhook's write and the relay's marking at least; nothing failed.
-	if got := waitMetric(t, de.admin, `orderd_store_writes_total{result="committed"}`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
+	if got := waitMetric(t, addrs.Admin, `orderd_store_writes_total{result="committed"}`, func(v string) bool { return v != "" && v != "0" }); got == "" || got == "0" {
 		t.Errorf(`orderd_store_writes_total{result="committed"} = %q, want > 0`, got)
 	}
 	for _, m := range []string{`orderd_store_writes_total{result="failed"}`, `orderd_store_writes_total{result="overloaded"}`, `orderd_store_batch_reruns_total`} {
-		if got := metric(t, de.admin, m); got != "0" {
+		if got := metric(t, addrs.Admin, m); got != "0" {
 			t.Errorf("%s = %q, want 0", m, got)
 		}
 	}
-	resp, err := http.Get("http://" + de.admin + "/v1/orders/e2e-1")
+	resp, err := http.Get("http://" + addrs.Admin + "/v1/orders/e2e-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,15 +49,15 @@ func orderdBinary(t *testing.T) string {
 	return binPath
 }
 
-// startProcess starts the binary with args and stops it by its PID when the
-// test ends.
-func startProcess(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// startProcess prepares the binary with args; its stderr is collected in
+// the buffer returned.
+func startProcess(t *testing.T, dir string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(orderdBinary(t), args...)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	return cmd, &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	return cmd, stderr
 }
 
 func TestSandbox_Process(t *testing.T) {
@@ -141,7 +141,8 @@ func TestRun_CrashLosesNoAckedWebhook(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() }()
 	done := make(chan error, 1)
-	waitReady(t, de.admin, done)
+	addrs := waitStarted(t, stderr, done)
+	waitReady(t, addrs.Admin, done)
 
 	const total = 400
 	var (
@@ -165,7 +166,7 @@ func TestRun_CrashLosesNoAckedWebhook(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				req, _ := http.NewRequest(http.MethodPost, "http://"+de.recv+"/webhooks/orders", bytes.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, "http://"+addrs.Webhooks+"/webhooks/orders", bytes.NewReader(body))
 				req.Header.Set("Signature", sig)
 				req.Header.Set("Content-Type", "application/json")
 				sent.Add(1)
@@ -237,7 +238,7 @@ func TestRun_CrashLosesNoAckedWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd2.Process.Kill(); _, _ = cmd2.Process.Wait() }()
-	waitReady(t, de.admin, done)
+	waitReady(t, waitStarted(t, stderr2, done).Admin, done)
 	_ = cmd2.Process.Signal(os.Interrupt)
 	if err := cmd2.Wait(); err != nil {
 		t.Fatalf("restarted daemon exited with %v:\n%s", err, stderr2)

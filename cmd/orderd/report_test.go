@@ -170,7 +170,6 @@ func TestRun_reports(t *testing.T) {
 	dir := t.TempDir()
 	fake := providertest.NewServer(providertest.Options{})
 	t.Cleanup(fake.Close)
-	admin, recv, natsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
 	token := writeFile(t, dir, "admin.token", "report-test-token\n")
 	reports := filepath.Join(dir, "reports")
@@ -179,27 +178,29 @@ func TestRun_reports(t *testing.T) {
   api_key: %s
   public_keys: [%s]
 receiver:
-  listen: %s
+  listen: 127.0.0.1:0
 admin:
-  listen: %s
+  listen: 127.0.0.1:0
   token_file: %s
 store:
   path: %s
 nats:
   embedded:
-    listen: %s
+    listen: 127.0.0.1:0
     store_dir: %s
 reconcile:
   schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "@every 1s"}
 reports:
   dir: %s
 log:
-  level: warn
-`, fake.URL(), fake.APIKey(), key, recv, admin, token, filepath.Join(dir, "orderd.db"), natsAddr, filepath.Join(dir, "nats"), reports))
+  level: info
+  format: json
+`, fake.URL(), fake.APIKey(), key, token, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), reports))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	var stdout, stderr strings.Builder
+	var stdout strings.Builder
+	var stderr syncBuffer
 	go func() {
 		done <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, &stdout, &stderr)
 	}()
@@ -211,6 +212,7 @@ log:
 			t.Error("orderd did not stop")
 		}
 	})
+	admin := waitStarted(t, &stderr, done).Admin
 	waitReady(t, admin, done)
 
 	yesterday := reconcile.Day(time.Now().UTC().Add(-24 * time.Hour))

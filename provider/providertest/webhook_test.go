@@ -10,13 +10,13 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"orderd/internal/testaddr"
 	"orderd/provider"
 	"orderd/provider/providertest"
 )
@@ -199,12 +199,8 @@ func TestServer_WebhookGivesUp(t *testing.T) {
 
 func TestServer_WebhookNetworkFaults(t *testing.T) {
 	t.Run("connection refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := "http://" + ln.Addr().String() + "/hook"
-		ln.Close()
+		// A reserved port nothing listens on refuses every connection.
+		dead := "http://" + testaddr.Loopback(t) + "/hook"
 		s := start(t, providertest.Options{WebhookBaseDelay: time.Millisecond, MaxWebhookRetries: 2})
 		createPayin(t, s, "m-1", "10", dead)
 		if err := s.Complete("m-1"); err != nil {

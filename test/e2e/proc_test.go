@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"orderd/internal/testaddr"
 )
 
 // proc is one started program. It is stopped by its PID: kill sends
@@ -95,17 +97,6 @@ func (p *proc) stop(timeout time.Duration) error {
 	}
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // dumpLogsOnFailure prints the tail of each log file when the test failed.
 func dumpLogsOnFailure(t *testing.T, paths ...string) {
 	t.Cleanup(func() {
@@ -155,6 +146,8 @@ func httpStatus(url string) (int, string) {
 
 // natsServer is a nats-server process with JetStream on a fixed port and
 // store directory, so it can be killed and started again on the same data.
+// Its ports are reserved for the test (see testaddr), so nothing else takes
+// them while it is down.
 type natsServer struct {
 	t        *testing.T
 	addr     string // client host:port
@@ -167,7 +160,7 @@ type natsServer struct {
 // newNATS prepares a nats-server in dir without starting it.
 func newNATS(t *testing.T, dir string) *natsServer {
 	t.Helper()
-	n := &natsServer{t: t, addr: freeAddr(t), monitor: freeAddr(t),
+	n := &natsServer{t: t, addr: testaddr.Loopback(t), monitor: testaddr.Loopback(t),
 		confPath: filepath.Join(dir, "nats.conf"), logPath: filepath.Join(dir, "nats.log")}
 	host, port, _ := net.SplitHostPort(n.addr)
 	mhost, mport, _ := net.SplitHostPort(n.monitor)
@@ -328,10 +321,12 @@ type orderd struct {
 	webhooks string // webhook URL
 }
 
-// newOrderd writes a config in dir for a daemon on free loopback ports.
+// newOrderd writes a config in dir for a daemon on loopback ports reserved
+// for the test, so that a restarted daemon gets the same addresses and
+// clients (the load, the fake's webhooks) keep reaching it.
 func newOrderd(t *testing.T, dir string, c orderdConfig) *orderd {
 	t.Helper()
-	o := &orderd{t: t, dir: dir, recv: freeAddr(t), admin: freeAddr(t),
+	o := &orderd{t: t, dir: dir, recv: testaddr.Loopback(t), admin: testaddr.Loopback(t),
 		cfgPath: filepath.Join(dir, "orderd.yaml"), logPath: filepath.Join(dir, "orderd.log"),
 		dbPath: c.storePath, natsURL: c.natsURL}
 	if o.dbPath == "" {

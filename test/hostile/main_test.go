@@ -76,6 +76,7 @@ func theDaemon(t *testing.T) *daemon {
 type daemon struct {
 	bin, dir, cfgPath, logPath, dbPath string
 
+	// The listeners' addresses, read from the log at each start.
 	recvAddr  string // 127.0.0.1:port
 	recvURL   string
 	adminURL  string
@@ -121,25 +122,14 @@ func newDaemon(dir string) (*daemon, error) {
 		return nil, err
 	}
 
-	if d.recvAddr, err = freeAddr(netip.MustParseAddr("127.0.0.1")); err != nil {
-		return nil, err
-	}
-	natsAddr, err := freeAddr(netip.MustParseAddr("127.0.0.1"))
-	if err != nil {
-		return nil, err
-	}
-	// The admin listener goes on an address other hosts could reach, when
-	// the machine has one, so the token is tested from beyond loopback.
+	// Every listener is on port 0; start reads the bound addresses back
+	// from the daemon's "orderd started" line. The admin listener goes on
+	// an address other hosts could reach, when the machine has one, so the
+	// token is tested from beyond loopback.
 	d.adminHost = netip.MustParseAddr("127.0.0.1")
 	if ip, ok := nonLoopbackAddr(); ok {
 		d.adminHost = ip
 	}
-	adminAddr, err := freeAddr(d.adminHost)
-	if err != nil {
-		return nil, err
-	}
-	d.recvURL = "http://" + d.recvAddr + "/webhooks/orders"
-	d.adminURL = "http://" + adminAddr
 
 	d.cfgPath = filepath.Join(dir, "config.yaml")
 	cfg := fmt.Sprintf(`provider:
@@ -165,7 +155,7 @@ reports:
 log:
   level: info
   format: json
-`, d.fake.URL(), d.apiKey, pubPath, d.recvAddr, adminAddr, tokenPath, d.dbPath, natsAddr,
+`, d.fake.URL(), d.apiKey, pubPath, "127.0.0.1:0", netip.AddrPortFrom(d.adminHost, 0), tokenPath, d.dbPath, "127.0.0.1:0",
 		filepath.Join(dir, "nats"), filepath.Join(dir, "reports"))
 	if err := os.WriteFile(d.cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -180,12 +170,20 @@ log:
 	return d, nil
 }
 
-// start runs the binary and waits until /readyz answers 200.
+// start runs the binary, reads the addresses it bound from its log, and
+// waits until /readyz answers 200.
 func (d *daemon) start() error {
 	logf, err := os.OpenFile(d.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
+	from, err := logf.Seek(0, io.SeekEnd)
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	// Each start binds new ports.
+	d.recvAddr, d.recvURL, d.adminURL = "", "", ""
 	cmd := exec.Command(d.bin, "run", "-config", d.cfgPath)
 	cmd.Dir = d.dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + d.dir}
@@ -215,6 +213,11 @@ func (d *daemon) start() error {
 			return fmt.Errorf("orderd exited before it was ready:\n%s", d.logTail())
 		default:
 		}
+		if d.adminURL == "" {
+			d.readAddrs(from)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		resp, err := client.Get(d.adminURL + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -226,6 +229,25 @@ func (d *daemon) start() error {
 	}
 	_ = d.stop()
 	return fmt.Errorf("orderd not ready within 30s:\n%s", d.logTail())
+}
+
+// readAddrs looks for the "orderd started" line in the log written since
+// offset from and, once it is there, sets the addresses from it.
+func (d *daemon) readAddrs(from int64) {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil || int64(len(b)) < from {
+		return
+	}
+	for _, line := range strings.Split(string(b[from:]), "\n") {
+		var started struct{ Msg, Webhooks, Admin string }
+		if json.Unmarshal([]byte(line), &started) != nil || started.Msg != "orderd started" {
+			continue
+		}
+		d.recvAddr = started.Webhooks
+		d.recvURL = "http://" + started.Webhooks + "/webhooks/orders"
+		d.adminURL = "http://" + started.Admin
+		return
+	}
 }
 
 // stop sends SIGTERM to the process by its PID and waits for it to exit;
@@ -301,16 +323,6 @@ func (d *daemon) logTail() string {
 	return string(b)
 }
 
-// freeAddr returns host:port with a port on ip that was free a moment ago.
-func freeAddr(ip netip.Addr) (string, error) {
-	ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // nonLoopbackAddr returns an IPv4 address of this host that is not
 // loopback or link-local and can be listened on, if there is one.
 func nonLoopbackAddr() (netip.Addr, bool) {
@@ -331,7 +343,8 @@ func nonLoopbackAddr() (netip.Addr, bool) {
 		if !ip.Is4() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
 			continue
 		}
-		if _, err := freeAddr(ip); err == nil {
+		if ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String()); err == nil {
+			ln.Close()
 			return ip, true
 		}
 	}
