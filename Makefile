@@ -17,15 +17,16 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the tests and checks use, as PACKAGE:COMMAND: openssl for
 # signature interop, nats-server and chromium for the end-to-end and HTML
-# tests, systemd for systemd-analyze.
+# tests, systemd for systemd-analyze, wrk for make bench-daemon (and the
+# test of its Lua script).
 DEBIAN_PACKAGES := openssl:openssl nats-server:nats-server chromium:chromium \
-	systemd:systemd-analyze ca-certificates
+	systemd:systemd-analyze ca-certificates wrk:wrk
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install clean load vulncheck
+	e2e sandbox build install clean load bench-daemon vulncheck
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, and verify the systemd unit against a built binary.
@@ -71,6 +72,19 @@ e2e:
 ## Variables of cmd/orderd-load/load.sh (FLAT_TIME, RATE, KEY_TYPE, ...) apply.
 load:
 	@GO=$(GO) cmd/orderd-load/load.sh
+
+## bench-daemon: the whole daemon ("orderd run", embedded NATS, log level
+## warn, schedules off) against a verify-only ceiling, driven by wrk with a
+## pre-signed corpus of distinct orders (cmd/orderd-bench): interleaved
+## rounds, best of each, throughput, p50/p99, errors, CPU per 1,000
+## webhooks, peak and idle RSS. BENCH_FLAGS adds flags, e.g.
+## BENCH_FLAGS='-rounds 3 -profile prof' or, against running instances,
+## BENCH_FLAGS='-url http://a/webhooks/orders,http://b/webhooks/orders
+## -key key.pem -admin http://a:8081,http://b:8081' (see BENCHMARKS.md).
+BENCH_FLAGS ?=
+bench-daemon: deps build
+	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
+	bin/orderd-bench -orderd bin/orderd $(BENCH_FLAGS)
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

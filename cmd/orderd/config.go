@@ -113,6 +113,9 @@ type AdminConfig struct {
 	// Token is resolved by LoadConfig from TokenFile or ORDERD_ADMIN_TOKEN;
 	// empty means the admin API takes no token. It is never read from YAML.
 	Token Secret `yaml:"-"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the admin
+	// listener, behind the token like the API; off by default.
+	Pprof bool `yaml:"pprof"`
 }
 
 // StoreConfig is the SQLite database.

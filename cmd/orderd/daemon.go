@@ -156,6 +156,9 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Logger:    logger.With("component", "api"),
 	}, deps)
 
+	if cfg.Admin.Pprof {
+		adminHandler = withPprof(adminHandler, cfg.Admin.Token.Reveal())
+	}
 	d.recvSrv = receiver.NewServer(receiver.ServerConfig{Addr: cfg.Receiver.Listen}, d.webhooks, logger)
 	if err := d.recvSrv.Start(); err != nil {
 		return nil, fmt.Errorf("receiver.listen: %w", err)

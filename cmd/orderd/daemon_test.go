@@ -239,6 +239,15 @@ func TestRun_EndToEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"learnedVia":"webhook"`) {
 		t.Errorf("GET /v1/orders/e2e-1 = %d %s", resp.StatusCode, body)
 	}
+	// admin.pprof is off unless set: no profiles on the admin listener.
+	resp, err = http.Get("http://" + de.admin + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/cmdline without admin.pprof = %d, want 404", resp.StatusCode)
+	}
 
 	cancel()
 	select {

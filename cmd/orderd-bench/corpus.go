@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"orderd/provider/providertest"
+)
+
+// corpusSet is where the signed requests of a run are: for each set (a
+// daemon round, the profile round), one file per wrk thread, named
+// <prefix>-<shard>.txt, each line a Signature value, a tab and a body.
+type corpusSet struct {
+	prefix string
+	shards int
+	count  int
+}
+
+// writeCorpus signs n distinct completed payins with key and writes them
+// as shards files under prefix, request j in shard j mod shards. Ids carry
+// runID and the set's base, so no two sets, and no two runs against the
+// same database, share an order.
+func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID uint32, base, n, shards int) (corpusSet, error) {
+	lines := make([][]byte, n)
+	now := time.Now().UTC().Truncate(time.Second)
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if i%512 == 0 && ctx.Err() != nil {
+					errs[w] = ctx.Err()
+					return
+				}
+				body := orderBody(runID, base+i, now)
+				sig, err := providertest.Sign(key, body)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				line := make([]byte, 0, len(sig)+1+len(body)+1)
+				line = append(line, sig...)
+				line = append(line, '\t')
+				line = append(line, body...)
+				lines[i] = append(line, '\n')
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return corpusSet{}, fmt.Errorf("sign the corpus: %w", err)
+	}
+	for s := range shards {
+		name := fmt.Sprintf("%s-%d.txt", prefix, s)
+		f, err := os.Create(name)
+		if err != nil {
+			return corpusSet{}, fmt.Errorf("write the corpus: %w", err)
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		for i := s; i < n; i += shards {
+			_, _ = bw.Write(lines[i])
+		}
+		err = bw.Flush()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return corpusSet{}, fmt.Errorf("write the corpus: %w", err)
+		}
+	}
+	return corpusSet{prefix: prefix, shards: shards, count: n}, nil
+}
+
+// orderBody is a completed payin in the provider's webhook shape, with an
+// id and merchantOrderId unique to (runID, i) and an amount that varies.
+func orderBody(runID uint32, i int, now time.Time) []byte {
+	id := fmt.Sprintf("%08x-0000-4000-8000-%012x", runID, i)
+	cents := 1000 + i%99000
+	amount := fmt.Sprintf("%d.%02d", cents/100, cents%100)
+	fee := cents * 2 / 100
+	net := fmt.Sprintf("%d.%02d", (cents-fee)/100, (cents-fee)%100)
+	created := now.Add(-2 * time.Minute).Format(time.RFC3339)
+	completed := now.Format(time.RFC3339)
+	return fmt.Appendf(nil, `{"id":%q,"merchantOrderId":"bench-%08x-%d","type":"payin","createdAt":%q,`+
+		`"status":"completed","rejectReason":null,"merchantSourceWallet":null,`+
+		`"merchantTargetWallet":{"amount":%q,"currency":"brl"},"transactions":[{"id":"%s-tx","type":"payin",`+
+		`"status":"completed","authorized":{"amount":%q,"currency":"brl"},"merchantWallet":{"amount":%q,"currency":"brl"},`+
+		`"counterpartyInfo":null,"paymentInfo":null,"createdAt":%q,"completedAt":%q,"rejectReason":null}]}`,
+		id, runID, i, created, net, id, amount, net, created, completed)
+}
+
+// newRunID is a random prefix for this run's order ids.
+func newRunID() (uint32, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("run id: %w", err)
+	}
+	return binary.BigEndian.Uint32(b[:]), nil
+}
+
+// freshKey writes a new RSA-2048 key pair into dir and returns the key and
+// the public key's path.
+func freshKey(dir string) (crypto.Signer, string, error) {
+	key, pubPEM, err := providertest.GenerateKey(providertest.KeyRSA)
+	if err != nil {
+		return nil, "", err
+	}
+	privPEM, err := providertest.PrivateKeyPEM(key)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench-key.pem"), privPEM, 0o600); err != nil {
+		return nil, "", fmt.Errorf("write the key: %w", err)
+	}
+	pub := filepath.Join(dir, "bench-key.pem.pub")
+	if err := os.WriteFile(pub, pubPEM, 0o644); err != nil {
+		return nil, "", fmt.Errorf("write the public key: %w", err)
+	}
+	return key, pub, nil
+}
+
+// loadKey reads a private key from the first PEM block of path: PKCS #8
+// ("PRIVATE KEY"), PKCS #1 ("RSA PRIVATE KEY") or SEC 1 ("EC PRIVATE KEY"),
+// as openssl writes them.
+func loadKey(path string) (crypto.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("-key: %v", err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, usagef("-key: %s holds no PEM block", path)
+	}
+	var k any
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		k, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		err = errors.New("not a private key block")
+	}
+	if err != nil {
+		return nil, usagef("-key: %s (%s): %v", path, block.Type, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, usagef("-key: %s: %T cannot sign", path, k)
+	}
+	if _, err := providertest.Sign(signer, []byte("probe")); err != nil {
+		return nil, usagef("-key: %s: %v", path, err)
+	}
+	return signer, nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds that keep every run finite and its corpus within memory and disk.
+const (
+	maxRounds    = 20
+	maxPerRound  = 1_000_000
+	maxRoundTime = 5 * time.Minute
+)
+
+// options are the parsed command line.
+type options struct {
+	orderd   string
+	urls     []string
+	admins   []string
+	pids     []int
+	keyFile  string
+	conns    int
+	threads  int
+	duration time.Duration
+	rounds   int
+	perRound int
+	ceiling  bool
+	wrk      string
+	workDir  string
+	keep     bool
+	idle     time.Duration
+	drain    time.Duration
+	timeout  time.Duration
+
+	profileDir  string
+	profileTime time.Duration
+	profileN    int
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	var urls, admins, pids string
+	fs := flag.NewFlagSet("orderd-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "orderd `binary` to start (unless -url is given)")
+	fs.StringVar(&urls, "url", "", "comma-separated webhook `URLs` of receivers already running; default: start orderd")
+	fs.StringVar(&admins, "admin", "", "comma-separated admin listener `URLs` of the receivers under -url (for /metrics and pprof)")
+	fs.StringVar(&pids, "pid", "", "comma-separated `PIDs` of the receivers under -url on this machine (for their peak RSS)")
+	fs.StringVar(&o.keyFile, "key", "", "private key `file` (PEM: PKCS #8, PKCS #1 or SEC 1) the receivers under -url trust; default: a fresh RSA-2048 key")
+	fs.IntVar(&o.conns, "c", 64, "connections wrk keeps open, in total over every URL")
+	fs.IntVar(&o.threads, "t", 2, "wrk threads, in total over every URL")
+	fs.DurationVar(&o.duration, "d", 8*time.Second, "length of one round")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds of each target, interleaved")
+	fs.IntVar(&o.perRound, "n", 60000, "distinct webhooks signed for each daemon round; a round that uses them up ends early")
+	fs.BoolVar(&o.ceiling, "ceiling", true, "measure the verify-only ceiling in interleaved rounds")
+	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk `binary`")
+	fs.StringVar(&o.workDir, "work", "", "`directory` for the corpus, the key, orderd's files and wrk's output; default: a new temporary one")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.DurationVar(&o.idle, "idle", 20*time.Second, "after the last round, wait this long without load and report the daemon's RSS")
+	fs.DurationVar(&o.drain, "drain", 30*time.Second, "after a daemon round, wait at most this long for the relay to publish its events")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "wrk's bound on one request (a longer one is a socket error)")
+	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, one more daemon round while taking CPU and allocation profiles into `directory` (needs admin.pprof, which a started orderd has)")
+	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
+	fs.IntVar(&o.profileN, "profile-n", 50000, "distinct webhooks signed for the profile round")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	o.urls = splitList(urls)
+	o.admins = splitList(admins)
+	for _, p := range splitList(pids) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return o, usagef("-pid: %q is not a process id", p)
+		}
+		o.pids = append(o.pids, n)
+	}
+	switch {
+	case len(o.urls) == 0 && (len(o.admins) > 0 || len(o.pids) > 0):
+		return o, usagef("-admin and -pid go with -url")
+	case len(o.urls) > 0 && o.keyFile == "":
+		return o, usagef("-url needs -key: the private key whose public key the receivers trust")
+	case len(o.urls) == 0 && o.keyFile != "":
+		return o, usagef("-key goes with -url; a started orderd gets a fresh key")
+	case len(o.admins) > 0 && len(o.admins) != len(o.urls):
+		return o, usagef("-admin lists %d URLs and -url %d: give one admin URL per receiver", len(o.admins), len(o.urls))
+	case len(o.pids) > 0 && len(o.pids) != len(o.urls):
+		return o, usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
+	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
+		return o, usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+	case o.conns < 1 || o.threads < 1:
+		return o, usagef("-c and -t must be at least 1")
+	case o.conns < o.threads:
+		return o, usagef("-c %d is below -t %d: wrk needs a connection per thread", o.conns, o.threads)
+	case o.threads < len(o.urls):
+		return o, usagef("-t %d is below the %d URLs: wrk needs a thread per URL", o.threads, len(o.urls))
+	case o.rounds < 1 || o.rounds > maxRounds:
+		return o, usagef("-rounds must be between 1 and %d", maxRounds)
+	case o.perRound < 1 || o.perRound > maxPerRound:
+		return o, usagef("-n must be between 1 and %d", maxPerRound)
+	case o.duration <= 0 || o.duration > maxRoundTime:
+		return o, usagef("-d must be positive and at most %s", maxRoundTime)
+	case o.profileTime <= 0 || o.profileTime > maxRoundTime:
+		return o, usagef("-profile-time must be positive and at most %s", maxRoundTime)
+	case o.profileN < 1 || o.profileN > maxPerRound:
+		return o, usagef("-profile-n must be between 1 and %d", maxPerRound)
+	case o.idle < 0 || o.drain < 0 || o.timeout <= 0:
+		return o, usagef("-idle and -drain must not be negative, -timeout must be positive")
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

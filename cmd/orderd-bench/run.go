@@ -1,0 +1,501 @@
+package main
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// roundResult is one round against one target.
+type roundResult struct {
+	target  string // "ceiling", "orderd" or "profile"
+	round   int
+	rate    float64 // answered requests per second, summed over the URLs
+	answers int64
+	elapsed time.Duration
+	// p50 and p99 are the worst over the URLs.
+	p50, p99     time.Duration
+	non2xx       int64
+	socketErrors int64
+	repeats      int64
+
+	// The daemon's side; negative when unknown.
+	cpuPer1k  float64 // CPU seconds per 1,000 answered webhooks, relay included
+	peakRSS   int64   // highest RSS seen in the round, bytes (per instance)
+	drained   time.Duration
+	unpublish int64 // accepted in the round and not published within -drain
+}
+
+// bench is one run's state.
+type bench struct {
+	o       options
+	out     io.Writer
+	dir     string
+	script  string
+	jobs    []wrkJob
+	ceilJob []wrkJob
+	admins  []string
+	pids    []int
+	orderd  *orderdProc
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath(o.wrk); err != nil {
+		return fmt.Errorf("%w (install the Debian package wrk; make bench-daemon does)", err)
+	}
+	b := &bench{o: o, out: stdout}
+
+	b.dir = o.workDir
+	if b.dir == "" {
+		if b.dir, err = os.MkdirTemp("", "orderd-bench."); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if o.keep {
+			b.logf("kept %s", b.dir)
+		} else {
+			os.RemoveAll(b.dir)
+		}
+	}()
+	b.script = filepath.Join(b.dir, "post.lua")
+	if err := os.WriteFile(b.script, postLua, 0o644); err != nil {
+		return err
+	}
+
+	var key crypto.Signer
+	var pubPath string
+	if o.keyFile != "" {
+		key, err = loadKey(o.keyFile)
+	} else {
+		key, pubPath, err = freshKey(b.dir)
+	}
+	if err != nil {
+		return err
+	}
+	b.logf("machine: %d CPUs, %s, %s; load average %s", runtime.NumCPU(), uname(), runtime.Version(), loadavg())
+
+	urls := o.urls
+	b.admins, b.pids = o.admins, o.pids
+	if len(urls) == 0 {
+		if _, err := os.Stat(o.orderd); err != nil {
+			return usagef("-orderd: %v (make bench-daemon builds bin/orderd)", err)
+		}
+		b.orderd, err = startOrderd(ctx, o.orderd, b.dir, pubPath)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if b.orderd != nil {
+				if serr := b.orderd.stop(); serr != nil && err == nil {
+					err = serr
+				}
+			}
+		}()
+		urls, b.admins, b.pids = []string{b.orderd.webhook}, []string{b.orderd.admin}, []int{b.orderd.pid()}
+		b.logf("orderd (pid %d) takes webhooks at %s, admin at %s", b.orderd.pid(), b.orderd.webhook, b.orderd.admin)
+	}
+	if b.jobs, err = splitJobs(urls, o.threads, o.conns); err != nil {
+		return err
+	}
+
+	runID, err := newRunID()
+	if err != nil {
+		return err
+	}
+	signStart := time.Now()
+	sets := make([]corpusSet, o.rounds)
+	for r := range sets {
+		prefix := filepath.Join(b.dir, fmt.Sprintf("round%d", r+1))
+		if sets[r], err = writeCorpus(ctx, key, prefix, runID, r*o.perRound, o.perRound, o.threads); err != nil {
+			return err
+		}
+	}
+	var profSet corpusSet
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+		prefix := filepath.Join(b.dir, "profile")
+		if profSet, err = writeCorpus(ctx, key, prefix, runID, o.rounds*o.perRound, o.profileN, o.threads); err != nil {
+			return err
+		}
+	}
+	b.logf("signed %d distinct webhooks in %s", o.rounds*o.perRound+profSet.count, time.Since(signStart).Round(time.Second))
+
+	if o.ceiling {
+		c, err := startCeiling(key.Public())
+		if err != nil {
+			return fmt.Errorf("ceiling: %w", err)
+		}
+		defer c.Close()
+		b.ceilJob = []wrkJob{{url: c.URL(), threads: o.threads, conns: o.conns}}
+		b.logf("ceiling (verify-only, this process) at %s", c.URL())
+	}
+	b.logf("%d rounds of each, interleaved: wrk -t%d -c%d -d%s, at most %d webhooks per daemon round, load average %s",
+		o.rounds, o.threads, o.conns, wrkDuration(o.duration), o.perRound, loadavg())
+
+	var results []roundResult
+	for r := range o.rounds {
+		if o.ceiling {
+			res, err := b.ceilingRound(ctx, r+1, sets[0])
+			if err != nil {
+				return err
+			}
+			b.printRound(res)
+			results = append(results, res)
+		}
+		res, err := b.daemonRound(ctx, "orderd", r+1, sets[r], o.duration)
+		if err != nil {
+			return err
+		}
+		b.printRound(res)
+		results = append(results, res)
+	}
+	// The peak of the measured rounds, before the profile round (whose
+	// profiling costs memory of its own).
+	hwm := int64(-1)
+	for _, pid := range b.pids {
+		if v, err := procStatus(pid, "VmHWM"); err == nil {
+			hwm = max(hwm, v)
+		}
+	}
+	if o.profileDir != "" {
+		res, err := b.profileRound(ctx, profSet)
+		if err != nil {
+			return err
+		}
+		b.printRound(res)
+	}
+
+	idle := int64(-1)
+	if o.idle > 0 {
+		b.logf("waiting %s without load", o.idle)
+		select {
+		case <-time.After(o.idle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		idle = b.rss(ctx)
+	}
+	b.summary(results, hwm, idle)
+	return nil
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.out, "bench: "+format+"\n", args...)
+}
+
+// ceilingRound drives the ceiling with the first round's corpus, over and
+// over (it keeps nothing, so repeats cost it what fresh bodies do).
+func (b *bench) ceilingRound(ctx context.Context, round int, set corpusSet) (roundResult, error) {
+	wr := b.wrk(set, "wrap", b.o.duration)
+	res, err := wr.run(ctx, b.ceilJob)
+	if err != nil {
+		return roundResult{}, err
+	}
+	rr := combine("ceiling", round, res)
+	rr.repeats = 0 // by design
+	return rr, nil
+}
+
+func (b *bench) wrk(set corpusSet, mode string, d time.Duration) wrkRun {
+	return wrkRun{
+		bin: b.o.wrk, script: b.script, prefix: set.prefix, mode: mode,
+		duration: d, timeout: b.o.timeout, logPath: filepath.Join(b.dir, "wrk.log"),
+	}
+}
+
+// daemonRound posts set once to the receivers, then waits for the relay to
+// publish what they accepted, and reads their CPU time across both.
+func (b *bench) daemonRound(ctx context.Context, label string, round int, set corpusSet, d time.Duration) (roundResult, error) {
+	before, merr := b.scrape(ctx)
+	samp := b.startSampler(ctx)
+	res, err := b.wrk(set, "once", d).run(ctx, b.jobs)
+	if err != nil {
+		samp.stop()
+		return roundResult{}, err
+	}
+	loadEnd := time.Now()
+	rr := combine(label, round, res)
+	rr.cpuPer1k, rr.peakRSS, rr.drained, rr.unpublish = -1, -1, -1, -1
+	if merr == nil && len(b.admins) > 0 {
+		accepted := func(m metrics) float64 { return m.series[`orderd_webhooks_total{outcome="accepted"}`] }
+		var after metrics
+		for {
+			after, err = b.scrape(ctx)
+			if err != nil {
+				break
+			}
+			missing := (accepted(after) - accepted(before)) -
+				(after.sum("orderd_publish_events_total") - before.sum("orderd_publish_events_total"))
+			rr.unpublish = int64(max(missing, 0))
+			if missing <= 0 || time.Since(loadEnd) >= b.o.drain {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err == nil {
+			rr.drained = time.Since(loadEnd)
+			if ok := rr.answers - rr.non2xx; ok > 0 {
+				cpu := after.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")
+				rr.cpuPer1k = cpu / float64(ok) * 1000
+			}
+		}
+	}
+	rr.peakRSS = samp.stop()
+	return rr, nil
+}
+
+// profileRound is a daemon round during which the first receiver's CPU
+// and allocation profiles are taken, and its heap profile after.
+func (b *bench) profileRound(ctx context.Context, set corpusSet) (roundResult, error) {
+	admin := strings.TrimSuffix(b.admins[0], "/")
+	secs := int((b.o.profileTime + time.Second - 1) / time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Go(func() {
+		// wrk's connections are open and busy after a moment.
+		time.Sleep(500 * time.Millisecond)
+		var pw sync.WaitGroup
+		pw.Go(func() {
+			errs[0] = fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs), filepath.Join(b.o.profileDir, "cpu.pprof"), b.o.profileTime)
+		})
+		pw.Go(func() {
+			errs[1] = fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/allocs?seconds=%d", admin, secs), filepath.Join(b.o.profileDir, "allocs.pprof"), b.o.profileTime)
+		})
+		pw.Wait()
+	})
+	rr, err := b.daemonRound(ctx, "profile", 0, set, b.o.profileTime+2*time.Second)
+	wg.Wait()
+	if err != nil {
+		return rr, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return rr, fmt.Errorf("profiles: %w", err)
+	}
+	if err := fetchTo(ctx, admin+"/debug/pprof/heap", filepath.Join(b.o.profileDir, "heap.pprof"), 0); err != nil {
+		return rr, fmt.Errorf("profiles: %w", err)
+	}
+	b.logf("profiles of %s in %s: cpu.pprof and allocs.pprof (the %ds of load), heap.pprof (after it)", admin, b.o.profileDir, secs)
+	return rr, nil
+}
+
+func fetchTo(ctx context.Context, url, path string, d time.Duration) error {
+	resp, err := adminGet(ctx, url, d+30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (b *bench) scrape(ctx context.Context) (metrics, error) {
+	if len(b.admins) == 0 {
+		return metrics{}, errors.New("no admin listener")
+	}
+	return scrapeAll(ctx, b.admins)
+}
+
+// rss is the receivers' resident memory now, the largest instance's; -1
+// when it cannot be read.
+func (b *bench) rss(ctx context.Context) int64 {
+	best := int64(-1)
+	if len(b.pids) > 0 {
+		for _, pid := range b.pids {
+			if v, err := procStatus(pid, "VmRSS"); err == nil {
+				best = max(best, v)
+			}
+		}
+		return best
+	}
+	for _, a := range b.admins {
+		if m, err := scrape(ctx, a); err == nil {
+			best = max(best, int64(m.sum("process_resident_memory_bytes")))
+		}
+	}
+	return best
+}
+
+// sampler records the highest RSS of any receiver while a round runs:
+// every 100 ms from /proc with PIDs, else every 500 ms from /metrics.
+type sampler struct {
+	stopc chan struct{}
+	done  chan int64
+}
+
+func (b *bench) startSampler(ctx context.Context) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan int64, 1)}
+	every := 100 * time.Millisecond
+	if len(b.pids) == 0 {
+		every = 500 * time.Millisecond
+	}
+	go func() {
+		peak := int64(-1)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			peak = max(peak, b.rss(ctx))
+			select {
+			case <-s.stopc:
+				s.done <- max(peak, b.rss(ctx))
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() int64 {
+	close(s.stopc)
+	return <-s.done
+}
+
+// combine adds up the wrk results of one round over the URLs.
+func combine(target string, round int, res []wrkResult) roundResult {
+	rr := roundResult{target: target, round: round, cpuPer1k: -1, peakRSS: -1, drained: -1, unpublish: -1}
+	for _, r := range res {
+		d := time.Duration(r.DurationUS) * time.Microsecond
+		rr.rate += float64(r.Requests) / d.Seconds()
+		rr.answers += r.Requests
+		rr.elapsed = max(rr.elapsed, d)
+		rr.p50 = max(rr.p50, time.Duration(r.P50)*time.Microsecond)
+		rr.p99 = max(rr.p99, time.Duration(r.P99)*time.Microsecond)
+		rr.non2xx += r.Status
+		rr.socketErrors += r.socketErrors()
+		rr.repeats += r.Repeats
+	}
+	return rr
+}
+
+func (b *bench) printRound(r roundResult) {
+	name := r.target
+	if r.round > 0 {
+		name = fmt.Sprintf("round %d %s", r.round, r.target)
+	}
+	line := fmt.Sprintf("%-16s %8.0f/s  p50 %6.2f ms  p99 %6.2f ms  non-2xx %d  socket errors %d  (%d answers in %.2fs",
+		name, r.rate, ms(r.p50), ms(r.p99), r.non2xx, r.socketErrors, r.answers, r.elapsed.Seconds())
+	if r.target != "ceiling" {
+		line += fmt.Sprintf(", %d repeats", r.repeats)
+	}
+	line += ")"
+	if r.cpuPer1k >= 0 {
+		line += fmt.Sprintf("  cpu %.3f s/1k", r.cpuPer1k)
+	}
+	if r.peakRSS >= 0 {
+		line += fmt.Sprintf("  rss peak %s", mib(r.peakRSS))
+	}
+	if r.drained >= 0 {
+		if r.unpublish > 0 {
+			line += fmt.Sprintf("  %d events NOT published %.1fs after the round", r.unpublish, r.drained.Seconds())
+		} else {
+			line += fmt.Sprintf("  all published +%.2fs", r.drained.Seconds())
+		}
+	}
+	fmt.Fprintln(b.out, line)
+}
+
+// summary prints the best round of each target and the ratio, then one
+// machine-readable line per target.
+func (b *bench) summary(results []roundResult, hwm, idle int64) {
+	best := map[string]roundResult{}
+	totals := map[string][2]int64{}
+	for _, r := range results {
+		if cur, ok := best[r.target]; !ok || r.rate > cur.rate {
+			best[r.target] = r
+		}
+		t := totals[r.target]
+		totals[r.target] = [2]int64{t[0] + r.non2xx, t[1] + r.socketErrors}
+	}
+	fmt.Fprintf(b.out, "\nbench: summary, best of %d rounds each (wrk -t%d -c%d -d%s; load average now %s)\n",
+		b.o.rounds, b.o.threads, b.o.conns, wrkDuration(b.o.duration), loadavg())
+	for _, t := range []string{"ceiling", "orderd"} {
+		r, ok := best[t]
+		if !ok {
+			continue
+		}
+		line := fmt.Sprintf("result target=%s rate=%.0f p50_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d",
+			t, r.rate, ms(r.p50), ms(r.p99), totals[t][0], totals[t][1])
+		if t == "orderd" {
+			line += fmt.Sprintf(" cpu_s_per_1k=%s peak_rss_mib=%s idle_rss_mib=%s",
+				orDash(r.cpuPer1k, "%.3f"), mibNum(max(hwm, maxRSS(results))), mibNum(idle))
+		}
+		fmt.Fprintln(b.out, line)
+	}
+	if c, ok := best["ceiling"]; ok && c.rate > 0 {
+		if d, ok := best["orderd"]; ok {
+			fmt.Fprintf(b.out, "result ratio=%.3f\n", d.rate/c.rate)
+		}
+	}
+}
+
+func maxRSS(results []roundResult) int64 {
+	m := int64(-1)
+	for _, r := range results {
+		m = max(m, r.peakRSS)
+	}
+	return m
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func mibNum(b int64) string {
+	if b < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(b)/(1<<20))
+}
+
+func orDash(v float64, format string) string {
+	if v < 0 || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func uname() string {
+	out, err := exec.Command("uname", "-srm").Output()
+	if err != nil {
+		return runtime.GOOS + "/" + runtime.GOARCH
+	}
+	return strings.TrimSpace(string(out))
+}
