@@ -240,7 +240,7 @@ func TestRun_EndToEnd(t *testing.T) {
 		t.Errorf("GET /v1/orders/e2e-1 = %d %s", resp.StatusCode, body)
 	}
 	// admin.pprof is off unless set: no profiles on the admin listener.
-	resp, err = http.Get("http://" + de.admin + "/debug/pprof/cmdline")
+	resp, err = http.Get("http://" + addrs.Admin + "/debug/pprof/cmdline")
 	if err != nil {
 		t.Fatal(err)
 	}
