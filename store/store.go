@@ -74,6 +74,12 @@ type Options struct {
 	ReadOnly bool
 	// ReadConns bounds the read pool; 0 means a small default.
 	ReadConns int
+	// RelaxedSync commits without waiting for the disk (SQLite
+	// synchronous=NORMAL in WAL mode): a power loss may lose the last
+	// commits, never corrupt. For replicated mode only, where the log's
+	// quorum holds every write and the applied sequence, committed with
+	// the effects, makes a lost tail be applied again.
+	RelaxedSync bool
 }
 
 // Stats are the writer's counters since Open.
@@ -138,9 +144,13 @@ func pathDSN(path, query string) string {
 // transactions so a transaction never has to upgrade its lock, foreign keys
 // enforced, and a busy timeout for writers in other processes (the
 // reconcile CLI).
-func writerDSN(path string) string {
-	return pathDSN(path, fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
-		"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(memory)&_txlock=immediate", busyTimeoutMillis))
+func writerDSN(path string, relaxed bool) string {
+	sync := "FULL"
+	if relaxed {
+		sync = "NORMAL"
+	}
+	return pathDSN(path, fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)"+
+		"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(memory)&_txlock=immediate", busyTimeoutMillis, sync))
 }
 
 // readerDSN configures the read pool: query_only makes any write on it an
@@ -215,7 +225,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 }
 
 func (s *Store) openWriter(ctx context.Context) error {
-	wdb, err := sql.Open("sqlite", writerDSN(s.path))
+	wdb, err := sql.Open("sqlite", writerDSN(s.path, s.opts.RelaxedSync))
 	if err != nil {
 		return fmt.Errorf("open writer: %w", err)
 	}

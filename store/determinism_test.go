@@ -1,0 +1,402 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"orderd/store"
+)
+
+// memLog is a replicated log in memory: it group-commits the ops of
+// concurrent callers into one entry (as the cluster's appender does),
+// keeps the encoded entries and applies each to its store through
+// ApplyLog, answering each caller with its ops' results.
+type memLog struct {
+	s       *store.Store
+	calls   chan *memCall
+	mu      sync.Mutex
+	entries [][]byte
+	done    chan struct{}
+}
+
+type memCall struct {
+	ops []store.Op
+	res []store.OpResult
+	err error
+	ok  chan struct{}
+}
+
+func newMemLog(s *store.Store) *memLog {
+	l := &memLog{s: s, calls: make(chan *memCall, 64), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+func (l *memLog) Execute(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	c := &memCall{ops: ops, ok: make(chan struct{})}
+	l.calls <- c
+	<-c.ok
+	return c.res, c.err
+}
+
+func (l *memLog) run() {
+	defer close(l.done)
+	for c := range l.calls {
+		group := []*memCall{c}
+	gather:
+		for len(group) < 8 {
+			select {
+			case c, ok := <-l.calls:
+				if !ok {
+					break gather
+				}
+				group = append(group, c)
+			default:
+				break gather
+			}
+		}
+		var ops []store.Op
+		for _, c := range group {
+			ops = append(ops, c.ops...)
+		}
+		b, err := store.EncodeOps(ops)
+		var res []store.OpResult
+		if err == nil {
+			l.mu.Lock()
+			l.entries = append(l.entries, b)
+			seq := uint64(len(l.entries))
+			l.mu.Unlock()
+			var dec []store.Op
+			if dec, err = store.DecodeOps(b); err == nil {
+				res, err = l.s.ApplyLog(context.Background(), seq, dec)
+			}
+		}
+		for _, c := range group {
+			if err != nil {
+				c.err = err
+			} else {
+				c.res, res = res[:len(c.ops)], res[len(c.ops):]
+			}
+			close(c.ok)
+		}
+	}
+}
+
+func (l *memLog) close() { close(l.calls); <-l.done }
+
+// workload drives s with n random writes of every kind from workers
+// goroutines: new, changed, repeated, reformatted, stale and conflicting
+// webhooks, quarantined bodies, gateway attempts and their outcomes,
+// settlements, watches, findings, reconcile runs, balance snapshots, the
+// ledger, relay marks and outbox pruning. Errors the store answers
+// (conflicts, refusals) are part of the workload.
+func workload(t *testing.T, s *store.Store, seed uint64, n, workers int) {
+	t.Helper()
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	var failed sync.Map
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			var orders []order
+			var attempts []int64
+			for i := range n / workers {
+				if err := randomWrite(ctx, s, rng, w, i, &orders, &attempts); err != nil {
+					failed.Store(fmt.Sprintf("worker %d step %d", w, i), err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	failed.Range(func(k, v any) bool {
+		t.Errorf("%s: %v", k, v)
+		return true
+	})
+}
+
+// randomWrite makes one random write; it returns only errors that are not part
+// of the workload's intent.
+func randomWrite(ctx context.Context, s *store.Store, rng *rand.Rand, w, i int, orders *[]order, attempts *[]int64) error {
+	pick := func() (order, bool) {
+		if len(*orders) == 0 {
+			return order{}, false
+		}
+		return (*orders)[rng.IntN(len(*orders))], true
+	}
+	apply := func(src store.Source, raw []byte) error {
+		o := obsT(raw, src)
+		_, err := s.Apply(ctx, o)
+		if errors.Is(err, store.ErrConflict) {
+			return nil
+		}
+		return err
+	}
+	switch k := rng.IntN(20); {
+	case k < 4: // a new order, first processing
+		o := newOrder(fmt.Sprintf("%d.%02d", 10+rng.IntN(900), rng.IntN(100)))
+		*orders = append(*orders, o)
+		return apply(store.SourceWebhook, o.processing().json(false))
+	case k < 6: // completes (or a repeat of the completion)
+		if o, ok := pick(); ok {
+			return apply(store.SourceWebhook, o.json(rng.IntN(2) == 0))
+		}
+	case k < 7: // a stale processing after the completion
+		if o, ok := pick(); ok {
+			return apply(store.SourcePoll, o.processing().json(false))
+		}
+	case k < 8: // rejected after completed: a mismatch finding
+		if o, ok := pick(); ok {
+			return apply(store.SourceWebhook, o.rejected().json(false))
+		}
+	case k < 9: // a refund
+		if o, ok := pick(); ok {
+			return apply(store.SourceWebhook, o.refunded("1.00").json(false))
+		}
+	case k < 10: // conflict: a known provider id under another merchantOrderId
+		if o, ok := pick(); ok {
+			c := o.with(func(c *order) { c.mid = fmt.Sprintf("m-other-%d-%d", w, i) })
+			return apply(store.SourceWebhook, c.json(false))
+		}
+	case k < 11:
+		err := s.Quarantine(ctx, store.QuarantinedWebhook{Raw: fmt.Appendf(nil, "not json %d %d %d", w, i, rng.IntN(3)),
+			Reason: "unparseable", MerchantOrderID: fmt.Sprintf("m-q-%d", rng.IntN(5))})
+		return err
+	case k < 13: // a gateway attempt, new or repeated
+		mid := fmt.Sprintf("gw-%d-%d", w, rng.IntN(i+1))
+		a, _, err := s.BeginAttempt(ctx, payinAttempt(mid, fmt.Sprint(rng.IntN(2))))
+		if errors.Is(err, store.ErrAttemptConflict) {
+			return nil
+		}
+		if err == nil {
+			*attempts = append(*attempts, a.ID)
+		}
+		return err
+	case k < 15: // its outcome
+		if len(*attempts) == 0 {
+			return nil
+		}
+		id := (*attempts)[rng.IntN(len(*attempts))]
+		a, err := s.AttemptByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch rng.IntN(4) {
+		case 0:
+			raw, po := createdPayin(a.MerchantOrderID)
+			_, err = s.FinishAttempt(ctx, id, store.AttemptOutcome{State: store.AttemptCreated,
+				Observation: &store.Observation{Source: store.SourceGateway, Order: po, Raw: raw}})
+		case 1:
+			_, err = s.FinishAttempt(ctx, id, store.AttemptOutcome{State: store.AttemptInDoubt, Detail: "timeout"})
+		case 2:
+			err = s.SettleAttemptNotCreated(ctx, id)
+		default:
+			err = s.PostponeAttempt(ctx, id, time.Now().Add(time.Minute))
+		}
+		return err
+	case k < 16:
+		return s.MarkForPoll(ctx, fmt.Sprintf("m-watch-%d", rng.IntN(10)), "test")
+	case k < 17:
+		_, err := s.Exec(ctx, &store.OpenFindingCmd{FindingKind: "test_kind", Key: fmt.Sprint(rng.IntN(6)),
+			Detail: []byte(`{"n":1}`)})
+		if err == nil && rng.IntN(2) == 0 {
+			_, err = s.Exec(ctx, &store.ResolveFindingsCmd{FindingKind: "test_kind", Keys: []string{fmt.Sprint(rng.IntN(6))}})
+		}
+		return err
+	case k < 18:
+		id, err := s.StartReconcileRun(ctx, "stale", time.Now())
+		if err == nil {
+			err = s.FinishReconcileRun(ctx, id, time.Now(), map[string]int{"checked": i}, "")
+		}
+		if err == nil {
+			_, err = s.InsertBalanceSnapshot(ctx, "brl", decimal.NewFromInt(int64(rng.IntN(1000))), time.Now(), id)
+		}
+		return err
+	case k < 19:
+		_, err := s.UpdateLedger(ctx, 7)
+		return err
+	default: // the relay's marks and pruning
+		evs, err := s.PendingEvents(ctx, 0, 5)
+		if err != nil || len(evs) == 0 {
+			return err
+		}
+		seqs := make([]int64, len(evs))
+		for j, e := range evs {
+			seqs[j] = e.Seq
+		}
+		if err := s.MarkPublished(ctx, seqs); err != nil {
+			return err
+		}
+		_, err = s.PruneOutbox(ctx, time.Now().Add(-time.Duration(rng.IntN(2))*time.Hour))
+		return err
+	}
+	return nil
+}
+
+// obsT is obs without a testing.TB, for workers.
+func obsT(raw []byte, src store.Source) store.Observation {
+	return obs(panicTB{}, src, raw)
+}
+
+type panicTB struct{ testing.TB }
+
+func (panicTB) Helper()                   {}
+func (panicTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+
+// replay applies entries into a fresh database and returns its digest.
+func replay(t *testing.T, entries [][]byte) (string, uint64) {
+	t.Helper()
+	s, _ := openStore(t, store.Options{})
+	for i, b := range entries {
+		ops, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatalf("decode entry %d: %v", i+1, err)
+		}
+		if _, err := s.ApplyLog(t.Context(), uint64(i+1), ops); err != nil {
+			t.Fatalf("apply entry %d: %v", i+1, err)
+		}
+	}
+	d, seq, err := s.Digest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, seq
+}
+
+// TestApplyLog_deterministic is the replicated mode's determinism
+// property: a log written by concurrent writers of every kind (so entries
+// group several ops, some of which fail), applied to empty databases one
+// entry at a time, gives byte-for-byte the same replicated tables as the
+// database that wrote it, every time.
+func TestApplyLog_deterministic(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			s, _ := openStore(t, store.Options{})
+			log := newMemLog(s)
+			s.Replicate(log)
+			workload(t, s, seed, 400, 4)
+			log.close()
+			want, wantSeq, err := s.Digest(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantSeq != uint64(len(log.entries)) {
+				t.Fatalf("applied seq %d, log has %d entries", wantSeq, len(log.entries))
+			}
+			if orders := count(t, s, `SELECT count(*) FROM orders`); orders < 50 {
+				t.Fatalf("workload stored only %d orders", orders)
+			}
+			grouped := 0
+			for _, b := range log.entries {
+				ops, _ := store.DecodeOps(b)
+				if len(ops) > 1 {
+					grouped++
+				}
+			}
+			t.Logf("%d entries, %d with several ops", len(log.entries), grouped)
+			for run := range 2 {
+				got, seq := replay(t, log.entries)
+				if got != want || seq != wantSeq {
+					t.Fatalf("replay %d: digest %s at seq %d, writer has %s at %d", run, got, seq, want, wantSeq)
+				}
+			}
+		})
+	}
+}
+
+// TestStore_ApplyLog checks the applied sequence's bookkeeping: an entry
+// applies once, a gap is refused, a failing op leaves no trace while the
+// entry's other ops stay.
+func TestStore_ApplyLog(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	ctx := t.Context()
+	open := func(key string) store.Op {
+		return store.Op{At: time.Unix(1700000000, 0), Cmd: &store.OpenFindingCmd{FindingKind: "k", Key: key, Detail: []byte(`{}`)}}
+	}
+	bad := store.Op{At: time.Unix(1700000000, 0), Cmd: &store.OpenFindingCmd{FindingKind: "", Key: "x"}}
+	res, err := s.ApplyLog(ctx, 1, []store.Op{open("a"), bad, open("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || res[1].Err == nil || res[2].Err != nil {
+		t.Fatalf("results %+v: want the middle op alone to fail", res)
+	}
+	if n := count(t, s, `SELECT count(*) FROM findings WHERE kind = 'k'`); n != 2 {
+		t.Fatalf("%d findings, want 2", n)
+	}
+	if _, err := s.ApplyLog(ctx, 1, []store.Op{open("c")}); !errors.Is(err, store.ErrApplied) {
+		t.Fatalf("entry 1 again: %v, want ErrApplied", err)
+	}
+	if _, err := s.ApplyLog(ctx, 3, []store.Op{open("c")}); !errors.Is(err, store.ErrLogGap) {
+		t.Fatalf("entry 3 after 1: %v, want ErrLogGap", err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM findings WHERE kind = 'k'`); n != 2 {
+		t.Fatalf("%d findings after refused entries, want 2", n)
+	}
+	if seq, err := s.AppliedSeq(ctx); err != nil || seq != 1 {
+		t.Fatalf("applied seq %d, %v; want 1", seq, err)
+	}
+}
+
+// TestStore_Write_replicated: a plain function cannot be replicated.
+func TestStore_Write_replicated(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	log := newMemLog(s)
+	defer log.close()
+	s.Replicate(log)
+	if err := s.Write(t.Context(), func(*store.Tx) error { return nil }); !errors.Is(err, store.ErrNotReplicable) {
+		t.Fatalf("Write in replicated mode: %v, want ErrNotReplicable", err)
+	}
+}
+
+// TestDecodeOps_refusesUnknown: an instance never skips what it cannot
+// apply.
+func TestDecodeOps_refusesUnknown(t *testing.T) {
+	for _, b := range [][]byte{
+		nil,
+		[]byte("\x02[]"),
+		[]byte(`\x01[{"at":0,"kind":"from.the.future","cmd":{}}]`),
+		append([]byte{1}, `[{"at":0,"kind":"from.the.future","cmd":{}}]`...),
+	} {
+		if _, err := store.DecodeOps(b); err == nil {
+			t.Errorf("DecodeOps(%q) accepted", b)
+		}
+	}
+}
+
+// TestBackup_CheckBackup: a backup is a consistent database holding the
+// applied sequence.
+func TestBackup_CheckBackup(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	log := newMemLog(s)
+	s.Replicate(log)
+	workload(t, s, 9, 120, 2)
+	log.close()
+	path := t.TempDir() + "/backup.db"
+	if err := s.Backup(t.Context(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Backup(t.Context(), path); err == nil {
+		t.Fatal("backup over an existing file accepted")
+	}
+	seq, err := store.CheckBackup(t.Context(), path)
+	if err != nil || seq != uint64(len(log.entries)) {
+		t.Fatalf("CheckBackup: %d, %v; want %d", seq, err, len(log.entries))
+	}
+	b, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	d1, _, _ := s.Digest(t.Context())
+	d2, _, _ := b.Digest(t.Context())
+	if d1 != d2 {
+		t.Fatal("backup's digest differs from the database's")
+	}
+}

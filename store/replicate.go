@@ -1,0 +1,260 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// appliedSeqKey is the store_meta row holding the last log sequence this
+// database has applied, written in the same transaction as its effects.
+const appliedSeqKey = "log_applied_seq"
+
+var (
+	// ErrLogGap is returned by ApplyLog for an entry that does not follow
+	// the last applied one: entries are missing (the log was trimmed past
+	// this database, say), and the database must be restored from a
+	// snapshot before it can follow the log.
+	ErrLogGap = errors.New("store: log entry does not follow the last applied one")
+	// ErrApplied is returned by ApplyLog for an entry this database has
+	// applied already; nothing changed.
+	ErrApplied = errors.New("store: log entry already applied")
+)
+
+// ApplyLog applies one entry of the replicated log, with log sequence
+// seq, in one transaction: each op in a savepoint of its own (an op that
+// fails leaves no trace, the others stay), then the applied sequence. It
+// returns each op's result. Only what the ops carry is used (their time,
+// their fields) and row ids are drawn afresh for each op, so every
+// database that applies the same entries from the same start ends the
+// same. seq must be AppliedSeq()+1.
+func (s *Store) ApplyLog(ctx context.Context, seq uint64, ops []Op) ([]OpResult, error) {
+	var results []OpResult
+	err := s.write(ctx, func(tx *Tx) error {
+		results = nil
+		applied, err := txAppliedSeq(tx)
+		switch {
+		case err != nil:
+			return err
+		case seq <= applied:
+			return fmt.Errorf("%w: %d (applied %d)", ErrApplied, seq, applied)
+		case seq != applied+1:
+			return fmt.Errorf("%w: entry %d after %d", ErrLogGap, seq, applied)
+		}
+		results = make([]OpResult, len(ops))
+		for i, op := range ops {
+			results[i] = tx.applyOp(op)
+			if errors.Is(results[i].Err, errSavepoint) {
+				return results[i].Err
+			}
+		}
+		tx.now, tx.ids = time.Time{}, rowIDs{}
+		_, err = tx.Exec(`INSERT INTO store_meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, appliedSeqKey, strconv.FormatUint(seq, 10))
+		return err
+	}, false)
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// errSavepoint marks a failure of the savepoint machinery itself, which
+// sinks the whole entry (the transaction may be gone).
+var errSavepoint = errors.New("store: savepoint failed")
+
+// applyOp runs one op of a log entry in a savepoint, with the op's time
+// and fresh row-id counters.
+func (tx *Tx) applyOp(op Op) (res OpResult) {
+	tx.now, tx.ids = op.At, rowIDs{}
+	if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				res = OpResult{Err: fmt.Errorf("%s panicked: %v", op.Cmd.Kind(), p)}
+			}
+		}()
+		res.Value, res.Err = op.Cmd.Apply(tx)
+	}()
+	if res.Err != nil {
+		if _, err := tx.Exec("ROLLBACK TO op"); err != nil {
+			return OpResult{Err: fmt.Errorf("%w: roll back %s (%v): %w", errSavepoint, op.Cmd.Kind(), res.Err, err)}
+		}
+	}
+	if _, err := tx.Exec("RELEASE op"); err != nil {
+		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}
+	}
+	return res
+}
+
+func txAppliedSeq(tx *Tx) (uint64, error) {
+	var v string
+	err := tx.QueryRow(`SELECT value FROM store_meta WHERE key = ?`, appliedSeqKey).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("applied log sequence: %w", err)
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+// AppliedSeq returns the last log sequence this database applied (0 for
+// none).
+func (s *Store) AppliedSeq(ctx context.Context) (uint64, error) {
+	return appliedSeq(ctx, s.rdb)
+}
+
+func appliedSeq(ctx context.Context, db *sql.DB) (uint64, error) {
+	var v string
+	err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE key = ?`, appliedSeqKey).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("applied log sequence: %w", err)
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+// replicatedTables are the tables every instance derives from the log, in
+// digest order. store_meta is local (readiness heartbeat, applied
+// sequence).
+var replicatedTables = []string{
+	"orders", "deliveries", "order_history", "outbox", "quarantine", "findings", "watches",
+	"attempts", "reconcile_runs", "balance_snapshots", "balance_drifts", "ledger_movements",
+	"ledger_pending", "reconcile_state", "requisites",
+}
+
+// Digest returns a SHA-256 over every row of the replicated tables, read
+// in one consistent snapshot, with the applied log sequence it belongs to.
+// Two databases that applied the same log have equal digests.
+func (s *Store) Digest(ctx context.Context) (digest string, seq uint64, err error) {
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return "", 0, err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	h := sha256.New()
+	for _, t := range replicatedTables {
+		fmt.Fprintf(h, "table %s\n", t)
+		// Every column, in order: the same rows hash alike whatever order
+		// the table keeps them in.
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info(?)", t).Scan(&n); err != nil {
+			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+		}
+		order := make([]string, n)
+		for i := range order {
+			order[i] = strconv.Itoa(i + 1)
+		}
+		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+t+" ORDER BY "+strings.Join(order, ","))
+		if err != nil {
+			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+		}
+		if err := hashRows(h, rows); err != nil {
+			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+		}
+	}
+	var v sql.NullString
+	err = conn.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE key = ?`, appliedSeqKey).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", 0, err
+	}
+	if v.Valid {
+		seq, _ = strconv.ParseUint(v.String, 10, 64)
+	}
+	return hex.EncodeToString(h.Sum(nil)), seq, nil
+}
+
+func hashRows(h interface{ Write([]byte) (int, error) }, rows *sql.Rows) error {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		for _, v := range vals {
+			// Type and value, length-prefixed: no two rows hash alike.
+			s := fmt.Sprintf("%T:%v", v, v)
+			if b, ok := v.([]byte); ok {
+				s = "bytes:" + hex.EncodeToString(b)
+			}
+			fmt.Fprintf(h, "%d:%s;", len(s), s)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return rows.Err()
+}
+
+// Backup writes a consistent copy of the database to path (VACUUM INTO),
+// which must not exist. It reads a snapshot, so writes go on meanwhile;
+// the copy holds the applied log sequence of that snapshot.
+func (s *Store) Backup(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("backup: %s exists", path)
+	}
+	// The read pool is query_only, which VACUUM INTO counts as a write;
+	// a read-only connection of its own reads the same snapshot rules.
+	db, err := sql.Open("sqlite", pathDSN(s.path, fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)", busyTimeoutMillis)))
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("backup to %s: %w", path, err)
+	}
+	return nil
+}
+
+// CheckBackup opens the database file at path read-only, checks its
+// integrity and returns the log sequence it has applied (0 for a
+// single-node database).
+func CheckBackup(ctx context.Context, path string) (uint64, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "PRAGMA integrity_check")
+	if err != nil {
+		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)
+	}
+	msgs, err := scanStrings(rows)
+	if err != nil {
+		return 0, fmt.Errorf("%s: integrity check: %w", path, err)
+	}
+	if len(msgs) != 1 || msgs[0] != "ok" {
+		return 0, fmt.Errorf("%s: integrity check: %v", path, msgs)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'orders'`).Scan(&n); err != nil || n != 1 {
+		return 0, fmt.Errorf("%s is not an orderd database (no orders table)", path)
+	}
+	return appliedSeq(ctx, db)
+}
