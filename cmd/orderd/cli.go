@@ -61,10 +61,16 @@ type env struct {
 	ConfigPath string
 }
 
-// LoadConfig loads, resolves and validates the config file. Its errors are
-// *configError values, which exit with status 2.
+// LoadConfig loads, resolves and validates the config file for the daemon.
+// Its errors are *configError values, which exit with status 2.
 func (e *env) LoadConfig() (*Config, error) {
 	return LoadConfig(e.ConfigPath, e.Getenv)
+}
+
+// LoadConfigFor is LoadConfig for a command that uses only some parts of
+// the configuration (see configUse).
+func (e *env) LoadConfigFor(use configUse) (*Config, error) {
+	return LoadConfigFor(e.ConfigPath, e.Getenv, use)
 }
 
 // NewLogging builds the process's logger from cfg, writing to e.Stderr.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -308,8 +310,29 @@ func (e *configError) Error() string {
 	return b.String()
 }
 
+// configUse says which parts of the configuration a command uses. A
+// command reads only the secret files it uses and requires only the keys it
+// uses, so that "orderd report" or "orderd tail" works on the host although
+// provider.api_key_file names a credential that exists only inside the
+// service. Every key that is set is still checked for its form: the file
+// is the daemon's, and a mistake anywhere in it is worth hearing about.
+type configUse struct {
+	// Provider: provider.base_url and the API key (run, reconcile).
+	Provider bool
+	// PublicKeys: provider.public_keys (run).
+	PublicKeys bool
+	// Admin: the admin token (run).
+	Admin bool
+	// NATS: the NATS token (run, tail).
+	NATS bool
+}
+
+// useAll is what the daemon uses: everything.
+var useAll = configUse{Provider: true, PublicKeys: true, Admin: true, NATS: true}
+
 // LoadConfig reads the YAML file at path, resolves secrets and validates
-// the result. getenv supplies the environment (os.Getenv in main).
+// the result, for the daemon, which uses every part of it. getenv supplies
+// the environment (os.Getenv in main).
 //
 // Secrets are resolved in this order, first found wins:
 //   - provider API key: provider.api_key_file, then $ORDERD_PROVIDER_API_KEY,
@@ -321,6 +344,13 @@ func (e *configError) Error() string {
 // environment, and the environment beats a value written into the YAML.
 // Every error is a *configError (or several, joined).
 func LoadConfig(path string, getenv func(string) string) (*Config, error) {
+	return LoadConfigFor(path, getenv, useAll)
+}
+
+// LoadConfigFor is LoadConfig for a command that uses only the parts of
+// the configuration use names: the secrets of other parts are not read and
+// their required keys may be missing.
+func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &configError{Problem: err.Error()}
@@ -331,10 +361,10 @@ func LoadConfig(path string, getenv func(string) string) (*Config, error) {
 		return nil, withFile(err, path)
 	}
 	cfg.file = path
-	if err := cfg.resolveSecrets(getenv, os.ReadFile); err != nil {
+	if err := cfg.resolveSecrets(getenv, os.ReadFile, use); err != nil {
 		return nil, withFile(err, path)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(use); err != nil {
 		return nil, withFile(err, path)
 	}
 	return cfg, nil
@@ -357,9 +387,9 @@ func withFile(err error, path string) error {
 	return err
 }
 
-// resolveSecrets fills the secret fields from their files and the
-// environment, in the order documented on LoadConfig.
-func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string) ([]byte, error)) error {
+// resolveSecrets fills the secret fields of the parts in use from their
+// files and the environment, in the order documented on LoadConfig.
+func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string) ([]byte, error), use configUse) error {
 	var errs []error
 	fromFile := func(key, path string) (Secret, bool) {
 		if path == "" {
@@ -378,17 +408,23 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 		return Secret(s), true
 	}
 
-	if s, ok := fromFile("provider.api_key_file", c.Provider.APIKeyFile); ok {
+	if !use.Provider {
+		c.Provider.APIKey = ""
+	} else if s, ok := fromFile("provider.api_key_file", c.Provider.APIKeyFile); ok {
 		c.Provider.APIKey = s
 	} else if v := strings.TrimSpace(getenv(envProviderAPIKey)); v != "" && c.Provider.APIKeyFile == "" {
 		c.Provider.APIKey = Secret(v)
 	}
-	if s, ok := fromFile("admin.token_file", c.Admin.TokenFile); ok {
+	if !use.Admin {
+		c.Admin.Token = ""
+	} else if s, ok := fromFile("admin.token_file", c.Admin.TokenFile); ok {
 		c.Admin.Token = s
 	} else if v := strings.TrimSpace(getenv(envAdminToken)); v != "" && c.Admin.TokenFile == "" {
 		c.Admin.Token = Secret(v)
 	}
-	if s, ok := fromFile("nats.token_file", c.NATS.TokenFile); ok {
+	if !use.NATS {
+		c.NATS.Token = ""
+	} else if s, ok := fromFile("nats.token_file", c.NATS.TokenFile); ok {
 		c.NATS.Token = s
 	}
 	return errors.Join(errs...)
@@ -400,17 +436,51 @@ func (c *Config) errorf(key, format string, args ...any) *configError {
 }
 
 // ProviderPublicKeys loads the PEM files of provider.public_keys, at start
-// and again on a reload. An error is a *configError naming the key, so a
-// missing or malformed key file exits with status 2.
+// and again on a reload. An error is a *configError naming the list entry
+// (provider.public_keys[1]) and its line, so a missing or malformed key
+// file exits with status 2 and says which one.
 func (c *Config) ProviderPublicKeys() ([]crypto.PublicKey, error) {
-	keys, err := provider.LoadPublicKeys(c.Provider.PublicKeys...)
-	if err != nil {
-		return nil, c.errorf("provider.public_keys", "%v", err)
+	if len(c.Provider.PublicKeys) == 0 {
+		return nil, c.errorf("provider.public_keys", "missing (PEM files with the provider's webhook signing keys)")
+	}
+	var keys []crypto.PublicKey
+	for i, f := range c.Provider.PublicKeys {
+		ks, err := provider.LoadPublicKeys(f)
+		if err != nil {
+			return nil, c.errorf(fmt.Sprintf("provider.public_keys[%d]", i), "%v", err)
+		}
+		keys = append(keys, ks...)
 	}
 	if _, err := provider.NewVerifier(keys...); err != nil {
 		return nil, c.errorf("provider.public_keys", "%v", err)
 	}
 	return keys, nil
+}
+
+// checkStorePath makes a store.path that cannot be opened a configuration
+// error naming the key, before SQLite reports it as "unable to open
+// database file (14)": its directory must exist, and so must the file
+// itself when the command only reads it (mustExist).
+func (c *Config) checkStorePath(mustExist bool) error {
+	dir := filepath.Dir(c.Store.Path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return c.errorf("store.path", "directory %s does not exist (create it, or point store.path into an existing one)", dir)
+	case err != nil:
+		return c.errorf("store.path", "%v", err)
+	case !fi.IsDir():
+		return c.errorf("store.path", "%s is not a directory", dir)
+	}
+	if !mustExist {
+		return nil
+	}
+	if _, err := os.Stat(c.Store.Path); errors.Is(err, fs.ErrNotExist) {
+		return c.errorf("store.path", "%s does not exist (orderd run or orderd migrate creates it)", c.Store.Path)
+	} else if err != nil {
+		return c.errorf("store.path", "%v", err)
+	}
+	return nil
 }
 
 var (
@@ -422,6 +492,12 @@ var (
 // Validate checks every key and reports each problem with the key's name.
 // It does no I/O: files named in the config are opened by whoever uses them.
 func (c *Config) Validate() error {
+	return c.validate(useAll)
+}
+
+// validate is Validate for the parts in use: keys that only other parts
+// require may be missing, though every key set must have a valid form.
+func (c *Config) validate(use configUse) error {
 	var errs []error
 	add := func(key, format string, args ...any) {
 		errs = append(errs, c.errorf(key, format, args...))
@@ -456,14 +532,16 @@ func (c *Config) Validate() error {
 	// provider
 	p := c.Provider
 	if p.BaseURL == "" {
-		add("provider.base_url", "missing (the provider's API root, e.g. https://api.example.com)")
+		if use.Provider {
+			add("provider.base_url", "missing (the provider's API root, e.g. https://api.example.com)")
+		}
 	} else {
 		httpURL("provider.base_url", p.BaseURL)
 	}
-	if p.APIKey == "" {
+	if p.APIKey == "" && use.Provider {
 		add("provider.api_key", "missing (set provider.api_key_file or %s)", envProviderAPIKey)
 	}
-	if len(p.PublicKeys) == 0 {
+	if len(p.PublicKeys) == 0 && use.PublicKeys {
 		add("provider.public_keys", "missing (PEM files with the provider's webhook signing keys)")
 	}
 	for i, k := range p.PublicKeys {

@@ -72,7 +72,18 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		}
 	}()
 
-	// The store comes first: nothing may be accepted before it can commit.
+	// The files the configuration names come first, so that a missing key
+	// file or store directory is a configuration error naming its key
+	// (exit 2) before the database and the NATS store are created.
+	verifier, err := loadVerifier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkStorePath(false); err != nil {
+		return nil, err
+	}
+
+	// The store comes next: nothing may be accepted before it can commit.
 	var pm *processMetrics
 	d.store, err = store.Open(ctx, cfg.Store.Path, store.Options{
 		Logger:     logger.With("component", "store"),
@@ -111,10 +122,6 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		return nil, err
 	}
 
-	verifier, err := loadVerifier(cfg.Provider.PublicKeys)
-	if err != nil {
-		return nil, err
-	}
 	rm, err := receiver.NewMetrics(d.registry)
 	if err != nil {
 		return nil, fmt.Errorf("receiver metrics: %w", err)
@@ -261,7 +268,7 @@ func (d *daemon) startNATS(ctx context.Context) error {
 // public keys, the receiver's allow-lists and the log level. Everything
 // else needs a restart, and the log says so.
 func (d *daemon) Reload(cfg *Config, lg *logging) error {
-	verifier, err := loadVerifier(cfg.Provider.PublicKeys)
+	verifier, err := loadVerifier(cfg)
 	if err != nil {
 		return err
 	}
@@ -332,15 +339,16 @@ func (d *daemon) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// loadVerifier reads the provider's public keys from PEM files.
-func loadVerifier(files []string) (*provider.Verifier, error) {
-	keys, err := provider.LoadPublicKeys(files...)
+// loadVerifier reads the provider's public keys from the PEM files of
+// provider.public_keys; an error names the key and its line.
+func loadVerifier(cfg *Config) (*provider.Verifier, error) {
+	keys, err := cfg.ProviderPublicKeys()
 	if err != nil {
-		return nil, &configError{Key: "provider.public_keys", Problem: err.Error()}
+		return nil, err
 	}
 	v, err := provider.NewVerifier(keys...)
 	if err != nil {
-		return nil, &configError{Key: "provider.public_keys", Problem: err.Error()}
+		return nil, cfg.errorf("provider.public_keys", "%v", err)
 	}
 	return v, nil
 }

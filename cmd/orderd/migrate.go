@@ -17,8 +17,11 @@ func migrateCommand() command {
 				if err := noArgs(e); err != nil {
 					return err
 				}
-				cfg, err := e.LoadConfig()
+				cfg, err := e.LoadConfigFor(configUse{})
 				if err != nil {
+					return err
+				}
+				if err := cfg.checkStorePath(false); err != nil {
 					return err
 				}
 				if err := store.Migrate(ctx, cfg.Store.Path); err != nil {

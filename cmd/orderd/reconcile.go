@@ -39,7 +39,7 @@ func reconcileCommand() command {
 				if err := noArgs(e); err != nil {
 					return err
 				}
-				cfg, err := e.LoadConfig()
+				cfg, err := e.LoadConfigFor(configUse{Provider: true})
 				if err != nil {
 					return err
 				}
@@ -60,6 +60,9 @@ func reconcileCommand() command {
 }
 
 func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Logger, job string) error {
+	if err := cfg.checkStorePath(false); err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, cfg.Store.Path, store.Options{
 		Logger:     logger.With("component", "store"),
 		CheckAfter: cfg.Reconcile.StaleAfter,

@@ -46,8 +46,11 @@ func reportCommand() command {
 				if err := noArgs(e); err != nil {
 					return err
 				}
-				cfg, err := e.LoadConfig()
+				cfg, err := e.LoadConfigFor(configUse{})
 				if err != nil {
+					return err
+				}
+				if err := cfg.checkStorePath(true); err != nil {
 					return err
 				}
 				lg, err := e.NewLogging(cfg.Log)

@@ -88,8 +88,8 @@ func TestReport_usage(t *testing.T) {
 	t.Run("a store that does not exist", func(t *testing.T) {
 		missing := writeFile(t, t.TempDir(), "config.yaml", withLines("store:\n  path: /nonexistent/orderd.db"))
 		r := runOrderd(t, nil, nil, "report", "-config", missing, "-from", "2026-11-01", "-to", "2026-11-02")
-		if r.code != 1 || !strings.Contains(r.stderr, "open store /nonexistent/orderd.db") {
-			t.Errorf("exit %d, stderr %q; want 1 naming the store", r.code, r.stderr)
+		if r.code != 2 || !strings.Contains(r.stderr, "store.path: directory /nonexistent does not exist") {
+			t.Errorf("exit %d, stderr %q; want 2 naming store.path", r.code, r.stderr)
 		}
 	})
 }

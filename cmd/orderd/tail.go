@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 
 	"orderd/publish"
@@ -26,14 +27,16 @@ func tailCommand() command {
 				}
 				cc := publish.ConnConfig{URL: *server, Name: "orderd-tail", Logger: slog.New(slog.DiscardHandler)}
 				name := *stream
+				from := "" // where the URL came from, for the error
 				if *server == "" {
-					cfg, err := e.LoadConfig()
+					cfg, err := e.LoadConfigFor(configUse{NATS: true})
 					if err != nil {
 						return err
 					}
-					cc.URL = cfg.NATS.URL
+					cc.URL, from = cfg.NATS.URL, " (nats.url)"
 					if cc.URL == "" {
 						cc.URL = "nats://" + cfg.NATS.Embedded.Listen
+						from = " (nats.embedded.listen: is orderd running?)"
 					}
 					cc.CredentialsFile = cfg.NATS.CredentialsFile
 					cc.Token = cfg.NATS.Token.Reveal()
@@ -50,6 +53,12 @@ func tailCommand() command {
 					return err
 				}
 				defer nc.Close()
+				// Connect keeps retrying in the background, as the daemon
+				// wants; a reader wants to hear at once that nobody is
+				// there, rather than a client error from its first request.
+				if !nc.IsConnected() {
+					return fmt.Errorf("cannot reach NATS at %s%s", redactURL(cc.URL), from)
+				}
 				js, err := publish.NewJetStream(nc, 0)
 				if err != nil {
 					return err

@@ -141,7 +141,7 @@ func TestConfig_ProviderPublicKeys(t *testing.T) {
 	for name, tc := range map[string]struct {
 		file, want string
 	}{
-		"missing file":  {filepath.Join(dir, "absent.pem"), "line 5: provider.public_keys: public key file: open "},
+		"missing file":  {filepath.Join(dir, "absent.pem"), "line 6: provider.public_keys[1]: public key file: open "},
 		"a private key": {priv, "is a private key"},
 	} {
 		t.Run(name, func(t *testing.T) {
