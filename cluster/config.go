@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config.
+const (
+	DefaultLogStream     = "ORDERD_LOG"
+	DefaultReplicas      = 3
+	DefaultLeaseTTL      = 10 * time.Second
+	DefaultSnapshotEvery = time.Hour
+	DefaultLogMaxAge     = 168 * time.Hour
+)
+
+// Config configures a Node.
+type Config struct {
+	// Node is this instance's unique name.
+	Node string
+	// LogStream names the log's stream; the lease bucket and the snapshot
+	// store are named after it (ORDERD_LOG: ORDERD_LEASE, ORDERD_SNAPSHOTS).
+	LogStream string
+	// Replicas of the log, the lease and the snapshots.
+	Replicas int
+	// LeaseTTL is how long a lease lasts unrenewed.
+	LeaseTTL time.Duration
+	// SnapshotEvery is how often the leader writes a snapshot.
+	SnapshotEvery time.Duration
+	// LogMaxAge bounds the log; snapshots must be newer.
+	LogMaxAge time.Duration
+	// MaxEntryBytes bounds one log entry (the server's max_payload less
+	// headroom); 0 means 1 MiB.
+	MaxEntryBytes int
+	Logger        *slog.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) setDefaults() error {
+	if c.Node == "" {
+		return errors.New("cluster: node name is empty")
+	}
+	if c.LogStream == "" {
+		c.LogStream = DefaultLogStream
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.LogMaxAge == 0 {
+		c.LogMaxAge = DefaultLogMaxAge
+	}
+	if c.MaxEntryBytes == 0 {
+		c.MaxEntryBytes = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("cluster: replicas %d: want 1 to 5", c.Replicas)
+	case c.LeaseTTL < time.Second:
+		return fmt.Errorf("cluster: lease ttl %s: want at least 1s", c.LeaseTTL)
+	}
+	return nil
+}
+
+// names of the JetStream assets.
+func (c *Config) subject() string { return "orderd_log." + strings.ToLower(c.LogStream) }
+func (c *Config) leaseBucket() string {
+	return strings.TrimSuffix(c.LogStream, "_LOG") + "_LEASE"
+}
+func (c *Config) snapshotBucket() string {
+	return strings.TrimSuffix(c.LogStream, "_LOG") + "_SNAPSHOTS"
+}

@@ -1,0 +1,266 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/store"
+)
+
+// Appending: the commands of callers that arrive while earlier entries
+// await their acks go together in one entry (group commit), as the
+// single-node writer groups transactions. window bounds the entries in
+// flight; maxGroupOps bounds one entry's ops.
+const (
+	window      = 8
+	maxGroupOps = 256
+)
+
+// Headers of a log entry.
+const (
+	headerNode = "Orderd-Node"
+)
+
+// call is one Execute waiting for its ops' results.
+type call struct {
+	ops  []store.Op
+	res  []store.OpResult
+	err  error
+	done chan struct{}
+}
+
+// entry is one appended log entry: the calls whose ops it carries.
+type entry struct {
+	calls []*call
+	once  sync.Once
+}
+
+// finish hands each call its slice of res, or err to all.
+func (e *entry) finish(res []store.OpResult, err error) {
+	e.once.Do(func() {
+		for _, c := range e.calls {
+			switch {
+			case err != nil:
+				c.err = err
+			case len(res) < len(c.ops):
+				c.err = fmt.Errorf("cluster: entry answered %d results for %d ops", len(res), len(c.ops))
+			default:
+				c.res, res = res[:len(c.ops)], res[len(c.ops):]
+			}
+			close(c.done)
+		}
+	})
+}
+
+// Execute implements store.Log: it appends ops to the log (with other
+// callers' ops) and returns their results once this node has applied the
+// entry. A caller whose context ends first gets store.ErrUnconfirmed: the
+// entry may still be applied.
+func (n *Node) Execute(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	c := &call{ops: ops, done: make(chan struct{})}
+	select {
+	case n.calls <- c:
+	case <-n.closed:
+		return nil, fmt.Errorf("%w: node closed", store.ErrUnavailable)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+	default:
+		return nil, fmt.Errorf("%w: %d writes already waiting for the log", store.ErrUnavailable, cap(n.calls))
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", store.ErrUnconfirmed, ctx.Err())
+	}
+}
+
+// appendLoop forms entries from waiting calls and appends them, up to
+// window at once.
+func (n *Node) appendLoop(ctx context.Context) {
+	slots := make(chan struct{}, window)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var first *call
+		select {
+		case first = <-n.calls:
+		case <-ctx.Done():
+			return
+		}
+		group, nops := []*call{first}, len(first.ops)
+	gather:
+		for nops < maxGroupOps {
+			select {
+			case c := <-n.calls:
+				group = append(group, c)
+				nops += len(c.ops)
+			default:
+				break gather
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			n.appendGroup(ctx, group)
+		}()
+	}
+}
+
+// appendGroup appends the calls' ops as one entry (split when too large).
+func (n *Node) appendGroup(ctx context.Context, group []*call) {
+	var ops []store.Op
+	for _, c := range group {
+		ops = append(ops, c.ops...)
+	}
+	b, err := store.EncodeOps(ops)
+	if err != nil {
+		(&entry{calls: group}).finish(nil, err)
+		return
+	}
+	if len(b) > n.cfg.MaxEntryBytes {
+		if len(group) > 1 {
+			n.appendGroup(ctx, group[:len(group)/2])
+			n.appendGroup(ctx, group[len(group)/2:])
+			return
+		}
+		(&entry{calls: group}).finish(nil, fmt.Errorf("cluster: a write of %d bytes exceeds the log's entry limit of %d bytes", len(b), n.cfg.MaxEntryBytes))
+		return
+	}
+	id := n.cfg.Node + "." + n.boot + "." + strconv.FormatUint(n.next.Add(1), 10)
+	e := &entry{calls: group}
+	n.mu.Lock()
+	n.waiters[id] = e
+	n.mu.Unlock()
+	msg := nats.NewMsg(n.cfg.subject())
+	msg.Data = b
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	msg.Header.Set(headerNode, n.cfg.Node)
+	start := time.Now()
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	_, err = n.js.PublishMsg(actx, msg)
+	cancel()
+	n.m.appendSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		n.mu.Lock()
+		delete(n.waiters, id)
+		n.mu.Unlock()
+		n.m.appendErrors.Inc()
+		e.finish(nil, fmt.Errorf("%w: append to %s: %w", store.ErrUnavailable, n.cfg.LogStream, err))
+	}
+	// Otherwise the applier finishes e when it applies the entry.
+}
+
+// applyLoop follows the log from the last applied entry, applying each in
+// order, for the node's life. A gap or an entry it cannot decode stops it
+// for good (Fatal): this database can no longer follow the log.
+func (n *Node) applyLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := n.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errFatal) {
+			n.fatal.Store(&err)
+			n.cfg.Logger.Error("the applier stopped: this instance cannot follow the log; restore it from a snapshot (see README, Running replicated)", "err", err)
+			return
+		}
+		n.cfg.Logger.Warn("log applier interrupted; resuming", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+var errFatal = errors.New("cluster: fatal")
+
+func (n *Node) follow(ctx context.Context) error {
+	cons, err := n.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   n.applied.Load() + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if err := n.applyMsg(ctx, msg); err != nil {
+			return err
+		}
+	}
+}
+
+// applyMsg applies one log entry, retrying a failing database (a full
+// disk, say) until it succeeds or the node stops: entries are never
+// skipped.
+func (n *Node) applyMsg(ctx context.Context, msg jetstream.Msg) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	seq, applied := meta.Sequence.Stream, n.applied.Load()
+	switch {
+	case seq <= applied:
+		return nil
+	case seq != applied+1:
+		return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, applied)
+	}
+	ops, err := store.DecodeOps(msg.Data())
+	if err != nil {
+		return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
+	}
+	var res []store.OpResult
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		res, err = n.store.ApplyLog(ctx, seq, ops)
+		if err == nil || errors.Is(err, store.ErrApplied) {
+			break
+		}
+		if errors.Is(err, store.ErrLogGap) {
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+		n.m.applyErrors.Inc()
+		n.cfg.Logger.Error("apply log entry; retrying", "seq", seq, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	n.mu.Lock()
+	n.applied.Store(seq)
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+	e := n.waiters[msg.Headers().Get(jetstream.MsgIDHeader)]
+	delete(n.waiters, msg.Headers().Get(jetstream.MsgIDHeader))
+	n.mu.Unlock()
+	n.m.applied.Set(float64(seq))
+	n.m.lag.Set(float64(meta.NumPending))
+	if e != nil {
+		e.finish(res, nil)
+	}
+	return nil
+}

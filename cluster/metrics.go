@@ -1,0 +1,41 @@
+package cluster
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are a node's Prometheus collectors.
+type metrics struct {
+	leader         prometheus.Gauge
+	applied        prometheus.Gauge
+	lag            prometheus.Gauge
+	snapshotSeq    prometheus.Gauge
+	appendSeconds  prometheus.Histogram
+	appendErrors   prometheus.Counter
+	applyErrors    prometheus.Counter
+	snapshotErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_cluster_leader",
+			Help: "1 while this instance holds the leader lease (runs the relay and the jobs), else 0."}),
+		applied: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_log_applied_seq",
+			Help: "Last replicated log sequence this instance applied to its database."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_log_lag",
+			Help: "Log entries appended but not yet applied by this instance."}),
+		snapshotSeq: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_snapshot_seq",
+			Help: "Log sequence of the last snapshot this instance wrote."}),
+		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderd_log_append_seconds",
+			Help:    "Time to append one entry to the replicated log (until the quorum's ack).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		appendErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_append_errors_total",
+			Help: "Appends to the replicated log that failed (callers answered 503)."}),
+		applyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_apply_errors_total",
+			Help: "Failed attempts to apply a log entry to the local database (retried)."}),
+		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_errors_total",
+			Help: "Snapshots the leader failed to write."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors)
+	}
+	return m
+}

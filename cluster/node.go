@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"orderd/store"
+)
+
+// apiTimeout bounds one JetStream API request (stream info, KV, object
+// store) so that a cluster without quorum is answered, not waited on.
+const apiTimeout = 5 * time.Second
+
+// Node is one orderd instance of a replicated deployment: the store's Log
+// (Execute), its applier, its lease and its snapshots.
+type Node struct {
+	cfg   Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *store.Store
+	m     *metrics
+
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+	obj    jetstream.ObjectStore
+
+	boot  string        // this process's id in message ids
+	next  atomic.Uint64 // message id counter
+	calls chan *call
+
+	mu      sync.Mutex
+	waiters map[string]*entry // by message id, until applied
+
+	applied   atomic.Uint64 // last applied log sequence
+	appliedCh chan struct{} // closed and replaced on each apply
+	fatal     atomic.Pointer[error]
+
+	lease lease
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+	closed chan struct{}
+}
+
+// New makes a node on a connected NATS client and an open store, and
+// creates (or finds) the log stream, the lease bucket and the snapshot
+// store. Call it after RestoreSnapshot and before store.Replicate.
+func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{
+		cfg: cfg, nc: nc, js: js, store: st,
+		boot:      nuid.Next(),
+		calls:     make(chan *call, 4096),
+		waiters:   map[string]*entry{},
+		appliedCh: make(chan struct{}),
+		closed:    make(chan struct{}),
+	}
+	n.m = newMetrics(cfg.Registerer)
+	if err := n.provision(ctx); err != nil {
+		return nil, err
+	}
+	seq, err := st.AppliedSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.applied.Store(seq)
+	n.m.applied.Set(float64(seq))
+	return n, nil
+}
+
+// provision finds or creates the JetStream assets. Each is looked up
+// before it is created: instances starting together must not race to
+// create with different answers.
+func (n *Node) provision(ctx context.Context) error {
+	c := n.cfg
+	var err error
+	n.stream, err = ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return n.js.Stream(ctx, c.LogStream)
+	}, func(ctx context.Context) (jetstream.Stream, error) {
+		return n.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        c.LogStream,
+			Description: "orderd's replicated log: every store write, in order",
+			Subjects:    []string{c.subject()},
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+			MaxAge:      c.LogMaxAge,
+			Duplicates:  2 * time.Minute,
+			MaxMsgSize:  int32(min(c.MaxEntryBytes+4096, 1<<30)),
+			Discard:     jetstream.DiscardOld,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: log stream %s: %w", c.LogStream, err)
+	}
+	n.kv, err = ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return n.js.KeyValue(ctx, c.leaseBucket())
+	}, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return n.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.leaseBucket(), Description: "orderd's leader lease",
+			TTL: c.LeaseTTL, History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: lease bucket %s: %w", c.leaseBucket(), err)
+	}
+	n.obj, err = ensure(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return n.js.ObjectStore(ctx, c.snapshotBucket())
+	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return n.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: c.snapshotBucket(), Description: "orderd's database snapshots",
+			Replicas: c.Replicas, Storage: jetstream.FileStorage,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot store %s: %w", c.snapshotBucket(), err)
+	}
+	return nil
+}
+
+// ensure looks an asset up and creates it when it is not there, retrying
+// for a while: a cluster that has just started may not have a JetStream
+// meta leader yet, and a concurrent creation by another instance may
+// leave this one's unanswered.
+func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T, error)) (T, error) {
+	var zero T
+	var last error
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		v, err := lookup(actx)
+		if err != nil && isNotFound(err) {
+			v, err = create(actx)
+		}
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		last = err
+		if attempt >= 20 {
+			return zero, last
+		}
+		select {
+		case <-ctx.Done():
+			return zero, errors.Join(ctx.Err(), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func isNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrObjectNotFound) ||
+		errors.Is(err, jetstream.ErrNoObjectsFound)
+}
+
+// Start runs the appender, the applier, the lease and, while this node
+// leads, duties (given a context that ends when the lease is lost) and
+// the snapshots. It returns at once; Close stops everything.
+func (n *Node) Start(duties func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.appendLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.applyLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.leaseLoop(ctx, duties) }()
+}
+
+// Close steps down (releasing the lease, so another instance takes over
+// at once), stops the loops and fails waiting callers.
+func (n *Node) Close(ctx context.Context) {
+	select {
+	case <-n.closed:
+		return
+	default:
+	}
+	close(n.closed)
+	if n.cancel != nil {
+		n.cancel()
+	}
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	n.mu.Lock()
+	for id, e := range n.waiters {
+		e.finish(nil, fmt.Errorf("%w: node closed", store.ErrUnavailable))
+		delete(n.waiters, id)
+	}
+	n.mu.Unlock()
+}
+
+// Fatal returns the error that stopped the applier for good (a gap in the
+// log, an entry it cannot decode), or nil.
+func (n *Node) Fatal() error {
+	if p := n.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Ready reports whether this node can serve writes: its applier runs and
+// the log stream answers (it has a leader, so appends can be
+// acknowledged).
+func (n *Node) Ready(ctx context.Context) error {
+	if err := n.Fatal(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)
+	}
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		return fmt.Errorf("log stream %s has no leader (no quorum)", n.cfg.LogStream)
+	}
+	return nil
+}
+
+// AppliedSeq is the last log sequence this node applied.
+func (n *Node) AppliedSeq() uint64 { return n.applied.Load() }
+
+// WaitApplied waits until this node has applied seq.
+func (n *Node) WaitApplied(ctx context.Context, seq uint64) error {
+	for {
+		n.mu.Lock()
+		ch := n.appliedCh
+		n.mu.Unlock()
+		if n.applied.Load() >= seq {
+			return nil
+		}
+		if err := n.Fatal(); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// CatchUp waits until this node has applied every entry the log held
+// when CatchUp was called.
+func (n *Node) CatchUp(ctx context.Context) error {
+	last, err := n.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return n.WaitApplied(ctx, last)
+}
+
+func (n *Node) lastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)
+	}
+	return info.State.LastSeq, nil
+}

@@ -1,0 +1,54 @@
+package cluster
+
+import "context"
+
+// Status is GET /v1/cluster's answer.
+type Status struct {
+	Node    string `json:"node"`
+	Leader  string `json:"leader"`
+	Leading bool   `json:"leading"`
+	Term    uint64 `json:"term"`
+	// LogLastSeq is the log's last sequence; AppliedSeq this instance's
+	// last applied one; Lag the difference.
+	LogLastSeq uint64        `json:"logLastSeq"`
+	AppliedSeq uint64        `json:"appliedSeq"`
+	Lag        uint64        `json:"lag"`
+	Snapshot   *SnapshotInfo `json:"snapshot"`
+	// Error says why this instance cannot follow the log, if it cannot.
+	Error string `json:"error,omitempty"`
+}
+
+// Status describes the cluster as this node sees it. What cannot be read
+// (no quorum) is left zero and named in Error.
+func (n *Node) Status(ctx context.Context) Status {
+	st := Status{Node: n.cfg.Node, Leading: n.Leading(), AppliedSeq: n.AppliedSeq()}
+	var errs []string
+	if err := n.Fatal(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if leader, term, err := n.Holder(ctx); err == nil {
+		st.Leader, st.Term = leader, term
+	} else {
+		errs = append(errs, "lease: "+err.Error())
+	}
+	if last, err := n.lastSeq(ctx); err == nil {
+		st.LogLastSeq = last
+		if last > st.AppliedSeq {
+			st.Lag = last - st.AppliedSeq
+		}
+	} else {
+		errs = append(errs, err.Error())
+	}
+	if si, ok, err := n.LatestSnapshot(ctx); err == nil && ok {
+		st.Snapshot = &si
+	} else if err != nil {
+		errs = append(errs, "snapshots: "+err.Error())
+	}
+	for i, e := range errs {
+		if i > 0 {
+			st.Error += "; "
+		}
+		st.Error += e
+	}
+	return st
+}
