@@ -287,7 +287,10 @@ func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
 var ErrInvalidOrder = errors.New("invalid order")
 
 // DecodeOrder decodes an order and checks the fields every order must have:
-// id, merchantOrderId, type and status. Errors name the field.
+// id, merchantOrderId, type and status. Every field it reads must be named
+// exactly, once: a duplicate key or a key in another case ("Status") is an
+// error, as encoding/json would otherwise pick one version silently. Errors
+// name the field.
 func DecodeOrder(data []byte) (*Order, error) {
 	var o Order
 	// Most orders have no unknown field anywhere: decodeOrderFast reads them
@@ -297,6 +300,9 @@ func DecodeOrder(data []byte) (*Order, error) {
 		if err := decodeOrderSlow(data, &o); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
 		}
+	}
+	if err := checkOrderKeys(data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
 	}
 	if err := checkRequired(&o); err != nil {
 		return nil, err

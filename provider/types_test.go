@@ -52,23 +52,47 @@ func TestOrder_RoundTripKeepsUnknown(t *testing.T) {
 	}
 }
 
-func TestOrder_UnknownFieldsThatFoldToKnownOnes(t *testing.T) {
-	// encoding/json matches keys case-insensitively; a key such as
-	// "merchantorderId" sets MerchantOrderID. It must not also be kept as an
-	// unknown field that would override the real one after a round trip.
-	in := `{"merchantorderId":"b","id":"x","merchantOrderId":"a","type":"payin","status":"new","Status":"completed"}`
-	o, err := provider.DecodeOrder([]byte(in))
-	if err != nil {
-		t.Fatal(err)
+// TestDecodeOrder_ExactKeys: a field orderd reads must be named exactly and
+// once, at every level it reads; encoding/json alone would match "Status"
+// to status and keep the last of two keys, so orderd would store one value
+// while the raw body (the event's data) says another.
+func TestDecodeOrder_ExactKeys(t *testing.T) {
+	const head = `{"id":"x","merchantOrderId":"m","type":"payin",`
+	tx := func(s string) string {
+		return head + `"status":"completed","transactions":[{"id":"t","type":"payin"},` + s + `]}`
 	}
-	out, _ := json.Marshal(o)
-	back, err := provider.DecodeOrder(out)
-	if err != nil {
-		t.Fatal(err)
+	tests := map[string]struct{ in, want string }{
+		"status twice":              {head + `"status":"rejected","status":"completed"}`, `the order: key "status" appears more than once`},
+		"id twice":                  {`{"id":"x","id":"y","merchantOrderId":"m","type":"payin","status":"new"}`, `key "id" appears more than once`},
+		"Status beside status":      {head + `"status":"rejected","Status":"completed"}`, `key "Status" is "status" in another case`},
+		"Status alone":              {head + `"Status":"completed"}`, `key "Status" is "status" in another case`},
+		"merchantorderid":           {`{"id":"x","merchantorderid":"m2","merchantOrderId":"m","type":"payin","status":"new"}`, `key "merchantorderid"`},
+		"Unicode folding":           {head + `"ſtatus":"completed","status":"new"}`, `key "ſtatus" is "status" in another case`},
+		"escaped duplicate":         {head + `"status":"new","status":"completed"}`, `key "status" appears more than once`},
+		"transaction id twice":      {tx(`{"id":"a","id":"b"}`), `transactions[1]: key "id" appears more than once`},
+		"transaction Status":        {tx(`{"id":"a","status":"rejected","STATUS":"completed"}`), `transactions[1]: key "STATUS"`},
+		"wallet amount twice":       {head + `"status":"new","merchantTargetWallet":{"amount":"1","amount":"1000","currency":"brl"}}`, `merchantTargetWallet: key "amount" appears more than once`},
+		"wallet Currency":           {head + `"status":"new","merchantTargetWallet":{"amount":"1","Currency":"usd","currency":"brl"}}`, `merchantTargetWallet: key "Currency"`},
+		"transaction money":         {tx(`{"id":"a","authorized":{"amount":"1","AMOUNT":"2","currency":"brl"}}`), `transactions[1].authorized: key "AMOUNT"`},
+		"refund transaction amount": {head + `"status":"completed","refundTransaction":{"id":"r","amount":{"amount":"1","currency":"brl","currency":"usd"}}}`, `refundTransaction.amount: key "currency" appears more than once`},
+		"transactions twice":        {head + `"status":"new","transactions":[],"transactions":[]}`, `key "transactions" appears more than once`},
 	}
-	if back.MerchantOrderID != o.MerchantOrderID || back.Status != o.Status || back.Fingerprint() != o.Fingerprint() {
-		t.Errorf("round trip %s → %s changed the order: %q/%q → %q/%q", in, out,
-			o.MerchantOrderID, o.Status, back.MerchantOrderID, back.Status)
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := provider.DecodeOrder([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("DecodeOrder accepted %s as %+v", tt.in, o)
+			}
+			if !errors.Is(err, provider.ErrInvalidOrder) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("DecodeOrder = %v; want ErrInvalidOrder mentioning %q", err, tt.want)
+			}
+		})
+	}
+	// Keys orderd does not read are kept as they are, in any case, and
+	// opaque objects are not looked into.
+	ok := head + `"status":"new","Fee":{"amount":"1","amount":"2"},"fee":1,"transactions":[{"id":"t","paymentInfo":{"id":1,"ID":2,"id":3}}]}`
+	if _, err := provider.DecodeOrder([]byte(ok)); err != nil {
+		t.Errorf("DecodeOrder refused keys it does not read: %v", err)
 	}
 }
 

@@ -254,6 +254,18 @@ func TestHandler_ServeHTTP_Quarantined(t *testing.T) {
 		{name: "bad timestamp", body: strings.Replace(valid, `"createdAt":"2024-05-01T10:00:00Z"`, `"createdAt":"yesterday"`, 1), reason: "ISO 8601", moid: "m-3"},
 		{name: "invalid UTF-8", body: strings.Replace(valid, `"m-3"`, "\"m-\xff\xfe\"", 1), reason: "UTF-8"},
 		{name: "deeply nested JSON", body: deep, reason: "depth"},
+		// Go's decoder would take the last of two keys, or match a key in
+		// another case, while the raw body (the event's data) says both.
+		{name: "status twice", body: strings.Replace(valid, `"status":"completed"`, `"status":"rejected","status":"completed"`, 1),
+			reason: `key "status" appears more than once`, moid: "m-3"},
+		{name: "Status beside status", body: strings.Replace(valid, `"status":"completed"`, `"status":"rejected","Status":"completed"`, 1),
+			reason: `key "Status" is "status" in another case`, moid: "m-3"},
+		{name: "id twice", body: strings.Replace(valid, `"id":"8d1f0c6e-0000-4000-8000-000000000003"`,
+			`"id":"8d1f0c6e-0000-4000-8000-000000000003","id":"8d1f0c6e-0000-4000-8000-000000000009"`, 1),
+			reason: `key "id" appears more than once`, moid: "m-3"},
+		{name: "wallet amount in another case", body: strings.Replace(valid, `"merchantTargetWallet":{"amount":"98.00"`,
+			`"merchantTargetWallet":{"amount":"98.00","Amount":"9800.00"`, 1),
+			reason: `merchantTargetWallet: key "Amount" is "amount" in another case`, moid: "m-3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

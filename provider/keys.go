@@ -1,0 +1,210 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// objectKeys describes the keys of one kind of JSON object orderd reads:
+// the exact spelling of each, and which values are objects (or arrays of
+// objects) whose keys are checked too.
+type objectKeys struct {
+	keys []string // at most 64
+	// objects maps a key to the keys of the object it holds; arrays maps a
+	// key to the keys of each object in the array it holds.
+	objects map[string]*objectKeys
+	arrays  map[string]*objectKeys
+}
+
+var (
+	moneyKeys = &objectKeys{keys: []string{"amount", "currency"}}
+	authKeys  = &objectKeys{keys: []string{"type", "redirectUrl", "code", "expiresAt"}}
+	refundKey = &objectKeys{
+		keys:    []string{"id", "status", "type", "amount", "createdAt"},
+		objects: map[string]*objectKeys{"amount": moneyKeys},
+	}
+	transactionKeys = &objectKeys{
+		keys:    transactionKnown,
+		objects: map[string]*objectKeys{"authorized": moneyKeys, "merchantWallet": moneyKeys, "amount": moneyKeys},
+	}
+	orderKeys = &objectKeys{
+		keys: orderKnown,
+		objects: map[string]*objectKeys{
+			"merchantSourceWallet": moneyKeys, "merchantTargetWallet": moneyKeys,
+			"auth": authKeys, "refundTransaction": refundKey,
+		},
+		arrays: map[string]*objectKeys{"transactions": transactionKeys},
+	}
+)
+
+// checkOrderKeys refuses an order in which a field orderd reads is named
+// twice, or in another case. encoding/json matches keys case-insensitively
+// (by Unicode folding, so "ſtatus" is "status") and keeps the last of two,
+// while the raw body — what events carry and what a case-sensitive consumer
+// reads — may say the other value: {"status":"rejected","Status":"completed"}
+// would be stored as completed and read elsewhere as rejected. With this
+// check passed, every field orderd decodes was read by its exact key, once.
+// data must be well-formed JSON (it has just been decoded).
+func checkOrderKeys(data []byte) error {
+	i := skipJSONSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil // not an object: nothing is read by key
+	}
+	if _, err := checkObjectKeys(data, i, orderKeys); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkObjectKeys checks the object starting at data[i] against k and
+// returns the index just past it.
+func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
+	var seen uint64
+	i++ // '{'
+	for {
+		i = skipJSONSpace(data, i)
+		if i >= len(data) {
+			return -1, newKeyError("unexpected end")
+		}
+		switch data[i] {
+		case '}':
+			return i + 1, nil
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return -1, newKeyError("malformed object")
+		}
+		end := skipJSONString(data, i)
+		if end < 0 {
+			return -1, newKeyError("unexpected end")
+		}
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			// An escaped key is the key it spells: "\u0073tatus" is status.
+			var s string
+			if err := json.Unmarshal(data[i:end], &s); err != nil {
+				return -1, newKeyError("key %s: %v", data[i:end], err)
+			}
+			key = []byte(s)
+		}
+		i = skipJSONSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return -1, newKeyError("malformed object")
+		}
+		i = skipJSONSpace(data, i+1)
+		exact := -1
+		for n, kn := range k.keys {
+			if string(key) == kn {
+				exact = n
+				break
+			}
+			if foldEqual(key, kn) {
+				return -1, newKeyError("key %q is %q in another case; the field is read by its exact key", key, kn)
+			}
+		}
+		if exact >= 0 {
+			if seen&(1<<exact) != 0 {
+				return -1, newKeyError("key %q appears more than once", key)
+			}
+			seen |= 1 << exact
+		}
+		var err *keyError
+		switch {
+		case exact >= 0 && i < len(data) && data[i] == '{' && k.objects[k.keys[exact]] != nil:
+			i, err = checkObjectKeys(data, i, k.objects[k.keys[exact]])
+		case exact >= 0 && i < len(data) && data[i] == '[' && k.arrays[k.keys[exact]] != nil:
+			i, err = checkArrayKeys(data, i, k.arrays[k.keys[exact]])
+		default:
+			i = skipJSONValue(data, i)
+		}
+		if err != nil {
+			return -1, err.in(k.keys[exact])
+		}
+		if i < 0 {
+			return -1, newKeyError("unexpected end")
+		}
+	}
+}
+
+// checkArrayKeys checks each object of the array starting at data[i]
+// against k and returns the index just past the array.
+func checkArrayKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
+	i++ // '['
+	for n := 0; ; {
+		i = skipJSONSpace(data, i)
+		if i >= len(data) {
+			return -1, newKeyError("unexpected end")
+		}
+		switch data[i] {
+		case ']':
+			return i + 1, nil
+		case ',':
+			i++
+			n++
+			continue
+		case '{':
+			var err *keyError
+			if i, err = checkObjectKeys(data, i, k); err != nil {
+				return -1, err.in("[" + strconv.Itoa(n) + "]")
+			}
+		default:
+			if i = skipJSONValue(data, i); i < 0 {
+				return -1, newKeyError("unexpected end")
+			}
+		}
+	}
+}
+
+// foldEqual is strings.EqualFold(string(key), known) without copying key.
+// A key of ASCII letters only folds to a known key of its own length.
+func foldEqual(key []byte, known string) bool {
+	ascii := true
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii && len(key) != len(known) {
+		return false
+	}
+	return bytes.EqualFold(key, []byte(known))
+}
+
+// keyError is what checkOrderKeys refuses, and where: the keys and array
+// indexes leading to the object, innermost first, added as the error
+// travels out.
+type keyError struct {
+	msg  string
+	path []string
+}
+
+func newKeyError(format string, args ...any) *keyError {
+	return &keyError{msg: fmt.Sprintf(format, args...)}
+}
+
+// in places the error inside key (or an index "[n]") of the enclosing value.
+func (e *keyError) in(key string) *keyError {
+	e.path = append(e.path, key)
+	return e
+}
+
+func (e *keyError) Error() string {
+	if len(e.path) == 0 {
+		return "the order: " + e.msg
+	}
+	var b strings.Builder
+	for i := len(e.path) - 1; i >= 0; i-- {
+		if b.Len() > 0 && e.path[i][0] != '[' {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.path[i])
+	}
+	return b.String() + ": " + e.msg
+}
