@@ -22,11 +22,16 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEBIAN_PACKAGES := openssl:openssl nats-server:nats-server chromium:chromium \
 	systemd:systemd-analyze ca-certificates wrk:wrk
 
+# make install: PREFIX for the binary and the docs; the unit goes where
+# systemd reads it ($(PREFIX)/lib/systemd/system for /usr and /usr/local,
+# else /etc/systemd/system; UNITDIR overrides). packaging/install.sh has
+# the whole layout, which the Debian package shares with PREFIX=/usr.
 PREFIX  ?= /usr/local
 DESTDIR ?=
+UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install clean load bench-daemon vulncheck
+	e2e sandbox build install deb clean load bench-daemon vulncheck
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, and verify the systemd unit against a built binary.
@@ -99,15 +104,16 @@ sandbox:
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/orderd ./cmd/orderd
 
-## install: the binary, the systemd unit, and the example config (only when
-## /etc/orderd/config.yaml does not exist yet).
+## install: the binary, the systemd unit (ExecStart= naming $(PREFIX)/bin),
+## the example config (config.yaml only when there is none), the docs and
+## examples; then daemon-reload where systemd runs, and the next steps.
 install: build
-	install -D -m 0755 bin/orderd $(DESTDIR)$(PREFIX)/bin/orderd
-	install -D -m 0644 systemd/orderd.service $(DESTDIR)/etc/systemd/system/orderd.service
-	@if [ ! -e $(DESTDIR)/etc/orderd/config.yaml ]; then \
-		install -D -m 0644 config.example.yaml $(DESTDIR)/etc/orderd/config.yaml; \
-		echo "installed $(DESTDIR)/etc/orderd/config.yaml from config.example.yaml: edit it"; \
-	fi
+	@DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' UNITDIR='$(UNITDIR)' packaging/install.sh bin/orderd
+
+## deb: dist/orderd_<version>_<arch>.deb with dpkg-deb: the same layout
+## under /usr, a static binary, maintainer scripts in packaging/deb/.
+deb:
+	@GO=$(GO) VERSION='$(VERSION)' COMMIT='$(COMMIT)' packaging/build-deb.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
