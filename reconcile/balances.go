@@ -53,9 +53,11 @@ func (r *Reconciler) balances(ctx context.Context, runID int64, c *counts) error
 	if err != nil {
 		return err
 	}
+	// The client's error names its endpoint ("balances: ...") and the run's
+	// error is prefixed with the job's name: nothing to add here.
 	bs, err := r.client.Balances(ctx)
 	if err != nil {
-		return fmt.Errorf("balances: %w", err)
+		return err
 	}
 	takenAt := r.now()
 	n, err = r.store.UpdateLedger(ctx, 0)

@@ -76,14 +76,18 @@ func TestWriteSummaries(t *testing.T) {
 	err := reconcile.WriteSummaries(&b, []reconcile.Summary{
 		{Job: "stale", StartedAt: start, FinishedAt: start.Add(1204 * time.Millisecond),
 			Counts: map[string]int{"checked": 10, "changed": 3, "errors": 0}},
+		{Job: "doubt", StartedAt: start, FinishedAt: start.Add(310 * time.Millisecond),
+			Counts: map[string]int{"due": 4, "created": 2, "errors": 2}},
 		{Job: "balances", StartedAt: start, FinishedAt: start.Add(51 * time.Millisecond),
 			Counts: map[string]int{"currencies": 1}, Error: "balances: provider: AUTHENTICATION_FAILED"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "stale       ok       1.204s  changed=3 checked=10\n" +
-		"balances    error    0.051s  currencies=1  error: balances: provider: AUTHENTICATION_FAILED\n"
+	// A run whose items failed is not "ok", though it finished.
+	want := "stale       ok        1.204s  changed=3 checked=10\n" +
+		"doubt       partial   0.310s  created=2 due=4 errors=2\n" +
+		"balances    failed    0.051s  currencies=1  error: balances: provider: AUTHENTICATION_FAILED\n"
 	if b.String() != want {
 		t.Fatalf("summary:\n%q\nwant\n%q", b.String(), want)
 	}

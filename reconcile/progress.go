@@ -77,16 +77,16 @@ func (b *ProgressBar) Done() {
 // WriteSummaries prints one line per run: job, result, duration and the
 // non-zero counts, e.g.
 //
-//	stale       ok     1.204s  checked=10 changed=3 unchanged=7
-//	balances    error  0.051s  currencies=1  error: balances: provider: AUTHENTICATION_FAILED
+//	stale       ok       1.204s  checked=10 changed=3 unchanged=7
+//	doubt       partial  0.310s  due=4 created=2 errors=2
+//	balances    failed   0.051s  currencies=1  error: provider: AUTHENTICATION_FAILED
+//
+// The result is one of Summary.Result's.
 func WriteSummaries(w io.Writer, sums []Summary) error {
 	for _, s := range sums {
-		result := "ok"
-		if s.Error != "" {
-			result = "error"
-		}
+		result := s.Result()
 		var b strings.Builder
-		fmt.Fprintf(&b, "%-11s %-6s %7.3fs ", s.Job, result, s.Duration().Seconds())
+		fmt.Fprintf(&b, "%-11s %-7s %7.3fs ", s.Job, result, s.Duration().Seconds())
 		for _, k := range sortedKeys(s.Counts) {
 			if v := s.Counts[k]; v != 0 {
 				fmt.Fprintf(&b, " %s=%d", k, v)

@@ -275,6 +275,29 @@ type Summary struct {
 // Duration is how long the run took.
 func (s Summary) Duration() time.Duration { return s.FinishedAt.Sub(s.StartedAt) }
 
+// Results of a run, as Summary.Result names them.
+const (
+	// ResultOK: the run finished and every item it took up was handled.
+	ResultOK = "ok"
+	// ResultPartial: the run finished, but some items failed (its
+	// "errors" count); they are taken up again after their backoff.
+	ResultPartial = "partial"
+	// ResultFailed: the run stopped with an error.
+	ResultFailed = "failed"
+)
+
+// Result says how the run went: ResultFailed when it has an Error,
+// ResultPartial when items failed (Counts["errors"] > 0), else ResultOK.
+func (s Summary) Result() string {
+	switch {
+	case s.Error != "":
+		return ResultFailed
+	case s.Counts["errors"] > 0:
+		return ResultPartial
+	}
+	return ResultOK
+}
+
 // Run runs one job by name (JobStale, JobDoubt, JobBalances,
 // JobRequisites, or JobAll for all four) and returns the summaries of the
 // runs it made.

@@ -24,7 +24,9 @@ func reconcileCommand() command {
 		Name:    "reconcile",
 		Summary: "run reconcile jobs once now, print a summary and exit",
 		Help: "Works on the same database as a running daemon (WAL allows it); events it queues are\n" +
-			"published by the daemon's relay within a second. Exit status 1 when a job failed.",
+			"published by the daemon's relay within a second. Each job's line says ok, partial (some\n" +
+			"orders or attempts could not be checked: errors=N) or failed. Exit status 1 unless every\n" +
+			"job is ok.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			job := fs.String("job", "all", "job to run: "+strings.Join(reconcileJobs, "|"))
 			rateLimit := fs.Float64("rate", 0, "provider calls per second for this run, at most provider.rate_limit (default: provider.rate_limit);\n"+
@@ -93,15 +95,34 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 	if err := reconcile.WriteSummaries(e.Stdout, sums); err != nil {
 		return err
 	}
-	if runErr != nil {
-		return fmt.Errorf("reconcile: %w", runErr)
-	}
+	// The summary lines above carry each run's error; the exit message
+	// only says which jobs did not finish well, once each.
+	var bad []string
 	for _, s := range sums {
-		if s.Error != "" {
-			return errors.New("reconcile: job " + s.Job + " failed: " + s.Error)
+		switch s.Result() {
+		case reconcile.ResultFailed:
+			bad = append(bad, "job "+s.Job+" failed: "+s.Error)
+		case reconcile.ResultPartial:
+			bad = append(bad, fmt.Sprintf("job %s: %d %s (logged; taken up again after their backoff)",
+				s.Job, s.Counts["errors"], plural(s.Counts["errors"], "item failed", "items failed")))
 		}
 	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "\n"))
+	}
+	if runErr != nil {
+		// Stopped before a run could start (interrupted, say).
+		return runErr
+	}
 	return nil
+}
+
+// plural picks the singular or plural form for n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // providerHTTPClient keeps enough idle connections to the provider for

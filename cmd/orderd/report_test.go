@@ -289,3 +289,68 @@ log:
 		t.Errorf("yesterday's CSV file over the API: %d %s, %d bytes (%d on disk)", code, ct, len(body), len(onDisk))
 	}
 }
+
+// TestReconcile_Summary: a one-off run whose items failed is not reported
+// as ok, a failed job's error is said once, without the job's name
+// repeated in front of it, and either makes the exit status 1.
+func TestReconcile_Summary(t *testing.T) {
+	_, cfg := reportStore(t) // cli-2 is processing since 2026-11-01: stale
+	fake := providertest.NewServer(providertest.Options{})
+	t.Cleanup(fake.Close)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(b), "https://api.provider.example", fake.URL(), 1)
+	y = strings.Replace(y, "inline-key", fake.APIKey(), 1)
+	if err := os.WriteFile(cfg, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []providertest.Fault{
+		{Endpoint: providertest.PathGetStatus, Kind: providertest.FailBefore},
+		{Endpoint: providertest.PathBalances, Kind: providertest.FailBefore},
+	} {
+		if err := fake.InjectFault(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := runOrderd(t, nil, nil, "reconcile", "-config", cfg, "-job", "all")
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			lines[f[0]] = l
+		}
+	}
+	if l := lines["stale"]; !strings.Contains(l, " partial ") || !strings.Contains(l, "errors=1") {
+		t.Errorf("stale line %q, want partial with errors=1", l)
+	}
+	if l := lines["doubt"]; !strings.Contains(l, " ok ") {
+		t.Errorf("doubt line %q, want ok", l)
+	}
+	if l := lines["balances"]; !strings.Contains(l, " failed ") || !strings.Contains(l, "error: balances: provider: ") {
+		t.Errorf("balances line %q, want failed with the provider's error once", l)
+	}
+	for _, out := range []string{r.stdout, r.stderr} {
+		if strings.Contains(out, "balances: balances:") || strings.Contains(out, "reconcile: reconcile:") {
+			t.Errorf("a prefix is repeated:\n%s", out)
+		}
+	}
+	for _, want := range []string{
+		"orderd reconcile: job stale: 1 item failed",
+		"orderd reconcile: job balances failed: balances: provider: ",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+
+	// With the faults used up, the same run is ok everywhere and exits 0.
+	r = runOrderd(t, nil, nil, "reconcile", "-config", cfg, "-job", "balances")
+	if r.code != 0 || !strings.Contains(r.stdout, "balances    ok ") {
+		t.Errorf("second run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
