@@ -230,12 +230,18 @@ func TestAPI_listOrders(t *testing.T) {
 		}
 	})
 
+	// The provider's unknown values are kept as sent, and can be listed.
+	applyOrder(t, e.store, "o-odd", "chargeback", "escalated", "2026-04-01T12:00:00Z")
+
 	tests := []struct {
 		name  string
 		query string
 		want  int
 	}{
 		{"status", "status=completed", 13},
+		{"a documented status no order has", "status=rejected", 0},
+		{"a status the provider does not document, as stored", "status=escalated", 1},
+		{"a type the provider does not document, as stored", "type=chargeback", 1},
 		{"type", "type=payout", 10},
 		{"status and type", "status=completed&type=payout", 4},
 		{"dates", "from=2026-03-02&to=2026-03-04", 8},
@@ -264,6 +270,10 @@ func TestAPI_listOrders(t *testing.T) {
 		{"unknown parameter", "state=open", "state"},
 		{"parameter twice", "status=new&status=completed", "status"},
 		{"bad status", "status=" + url.QueryEscape("new' OR 1=1"), "status"},
+		{"status nobody has", "status=bogus", "status"},
+		{"status misspelt", "status=complete", "status"},
+		{"status nobody has, other filters too", "status=bogus&type=payin&from=2026-03-01", "status"},
+		{"type nobody has", "type=refundx", "type"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,6 +284,10 @@ func TestAPI_listOrders(t *testing.T) {
 				t.Errorf("answer = %s, want it to name %q", r.body, tt.param)
 			}
 		})
+	}
+	r := e.get("/v1/orders?status=bogus")
+	if m := r.json(t); m["error"] != `status "bogus" is not one of new, processing, completed, rejected, and no stored order has it` {
+		t.Errorf("status=bogus: %s", r.body)
 	}
 }
 

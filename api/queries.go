@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"orderd/provider"
 	"orderd/store"
 )
 
@@ -185,6 +187,12 @@ func (s *server) handleListOrders(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if len(rows) == 0 {
+		if err := s.checkOrderWords(r.Context(), oq); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	page := ordersPage{Orders: make([]orderItem, 0, min(len(rows), limit))}
 	for i, o := range rows {
 		if i == limit {
@@ -335,6 +343,42 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// Order statuses and types the provider documents. Others are kept as the
+// provider sent them, so a listing may still filter on one that is stored.
+var (
+	knownStatuses = []string{string(provider.StatusNew), string(provider.StatusProcessing),
+		string(provider.StatusCompleted), string(provider.StatusRejected)}
+	knownTypes = []string{string(provider.TypePayin), string(provider.TypePayout)}
+)
+
+// checkOrderWords runs when a listing came back empty: a status or type
+// the provider does not document, which no stored order has either, is a
+// mistake (status=bogus, status=complete) answered 400 naming the
+// parameter, rather than an empty list that reads as "no such orders".
+func (s *server) checkOrderWords(ctx context.Context, q store.OrderQuery) error {
+	for _, c := range []struct {
+		field, value string
+		known        []string
+		only         store.OrderQuery
+	}{
+		{"status", q.Status, knownStatuses, store.OrderQuery{Status: q.Status, Limit: 1}},
+		{"type", q.Type, knownTypes, store.OrderQuery{Type: q.Type, Limit: 1}},
+	} {
+		if c.value == "" || slices.Contains(c.known, c.value) {
+			continue
+		}
+		rows, err := s.deps.Store.OrdersPage(ctx, c.only)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return &badRequestError{field: c.field, msg: fmt.Sprintf("%s %q is not one of %s, and no stored order has it",
+				c.field, c.value, strings.Join(c.known, ", "))}
+		}
+	}
+	return nil
 }
 
 // tokenParam reads an optional word such as a status or a type.
