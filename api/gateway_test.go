@@ -201,6 +201,7 @@ func TestAPI_Payins_localValidation(t *testing.T) {
 		{"everything missing", `{}`, 422, []string{"merchantOrderId", "invoice.amount", "invoice.currency"}},
 		{"amount zero", payinBody("m", "0"), 422, []string{"invoice.amount"}},
 		{"amount negative", payinBody("m", "-5.00"), 422, []string{"invoice.amount"}},
+		{"amount with a plus sign", payinBody("m", "+5.00"), 422, []string{"invoice.amount"}},
 		{"amount not a number", payinBody("m", "ten"), 422, []string{"invoice.amount"}},
 		{"amount with exponent", payinBody("m", "1e3"), 422, []string{"invoice.amount"}},
 		{"amount as a JSON number", `{"merchantOrderId":"m","invoice":{"amount":10.5,"currency":"brl"}}`, 422, []string{"invoice.amount"}},

@@ -74,14 +74,16 @@ func (v *fieldErrors) text(field, value string, max int) {
 	}
 }
 
-// amount checks a required amount: a numeric string greater than zero.
+// amount checks a required amount: an unsigned numeric string greater than
+// zero.
 func (v *fieldErrors) amount(field, value string) decimal.Decimal {
 	if !v.required(field, value) {
 		return decimal.Decimal{}
 	}
 	d, err := provider.ParseAmount(value)
 	switch {
-	case err != nil:
+	case err != nil || value[0] == '+':
+		// The provider writes amounts unsigned; a "+" is not sent on.
 		v.add(field, "must be a decimal number in a string, like \"10.50\"")
 	case !d.IsPositive():
 		v.add(field, "must be greater than zero")

@@ -18,10 +18,13 @@ type objectKeys struct {
 	// key to the keys of each object in the array it holds.
 	objects map[string]*objectKeys
 	arrays  map[string]*objectKeys
+	// money marks a Money object, whose values are checked too (see
+	// checkMoneyValue), and whose currency is required.
+	money bool
 }
 
 var (
-	moneyKeys = &objectKeys{keys: []string{"amount", "currency"}}
+	moneyKeys = &objectKeys{keys: []string{"amount", "currency"}, money: true}
 	authKeys  = &objectKeys{keys: []string{"type", "redirectUrl", "code", "expiresAt"}}
 	refundKey = &objectKeys{
 		keys:    []string{"id", "status", "type", "amount", "createdAt"},
@@ -42,7 +45,8 @@ var (
 )
 
 // checkOrderKeys refuses an order in which a field orderd reads is named
-// twice, or in another case. encoding/json matches keys case-insensitively
+// twice, or in another case, or whose money is not in the spec's form (see
+// checkMoneyValue). encoding/json matches keys case-insensitively
 // (by Unicode folding, so "ſtatus" is "status") and keeps the last of two,
 // while the raw body — what events carry and what a case-sensitive consumer
 // reads — may say the other value: {"status":"rejected","Status":"completed"}
@@ -72,6 +76,9 @@ func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
 		}
 		switch data[i] {
 		case '}':
+			if k.money && seen&(1<<1) == 0 {
+				return -1, newKeyError("currency is missing")
+			}
 			return i + 1, nil
 		case ',':
 			i++
@@ -116,6 +123,8 @@ func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
 		}
 		var err *keyError
 		switch {
+		case exact >= 0 && k.money:
+			i, err = checkMoneyValue(data, i, k.keys[exact])
 		case exact >= 0 && i < len(data) && data[i] == '{' && k.objects[k.keys[exact]] != nil:
 			i, err = checkObjectKeys(data, i, k.objects[k.keys[exact]])
 		case exact >= 0 && i < len(data) && data[i] == '[' && k.arrays[k.keys[exact]] != nil:
@@ -130,6 +139,54 @@ func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
 			return -1, newKeyError("unexpected end")
 		}
 	}
+}
+
+// checkMoneyValue checks the value of a Money object's key (amount or
+// currency) starting at data[i] and returns the index just past it. The
+// spec writes amounts as numeric strings and shows none with a sign: which
+// way money moves is told by the field (source or target wallet) and the
+// transaction's type, so "-5.00", "+100" and "-0" are refused rather than
+// guessed at. A currency is a lowercase three-letter ISO code.
+func checkMoneyValue(data []byte, i int, key string) (int, *keyError) {
+	if i >= len(data) || data[i] != '"' {
+		end := skipJSONValue(data, i)
+		if end < 0 {
+			return -1, newKeyError("unexpected end")
+		}
+		return -1, newKeyError("must be a string, got %s", data[i:end])
+	}
+	end := skipJSONString(data, i)
+	if end < 0 {
+		return -1, newKeyError("unexpected end")
+	}
+	v := data[i+1 : end-1]
+	if bytes.IndexByte(v, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(data[i:end], &s); err != nil {
+			return -1, newKeyError("%s: %v", data[i:end], err)
+		}
+		v = []byte(s)
+	}
+	switch key {
+	case "amount":
+		if len(v) > 0 && (v[0] == '-' || v[0] == '+') {
+			return -1, newKeyError("%q has a sign; amounts are unsigned numeric strings", v)
+		}
+	case "currency":
+		if len(v) != 3 || !isLowerASCII(v) {
+			return -1, newKeyError("%q is not a lowercase three-letter ISO code", v)
+		}
+	}
+	return end, nil
+}
+
+func isLowerASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkArrayKeys checks each object of the array starting at data[i]

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // referenceKeys is checkOrderKeys written plainly with encoding/json's
 // tokenizer: whether data (well-formed JSON) names a field orderd reads
-// twice or in another case.
+// twice or in another case, or has money not in the spec's form.
 func referenceKeys(data []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers are skipped, not converted: 1e700 is fine
@@ -23,14 +24,25 @@ func referenceKeys(data []byte) bool {
 
 var errReferenceKeys = errors.New("bad key")
 
-func referenceValue(dec *json.Decoder, tok json.Token, k *objectKeys) error {
-	d, ok := tok.(json.Delim)
-	if !ok {
+func referenceValue(dec *json.Decoder, tok json.Token, k *objectKeys) (err error) {
+	ok := true
+	defer func() {
+		if err == nil && !ok {
+			err = errReferenceKeys
+		}
+	}()
+	d, isDelim := tok.(json.Delim)
+	if !isDelim {
 		return nil
 	}
 	switch d {
 	case '{':
 		seen := map[string]bool{}
+		defer func() {
+			if k.money && !seen["currency"] {
+				ok = false
+			}
+		}()
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
@@ -52,6 +64,17 @@ func referenceValue(dec *json.Decoder, tok json.Token, k *objectKeys) error {
 			vt, err := dec.Token()
 			if err != nil {
 				return err
+			}
+			if exact && k.money {
+				v, isString := vt.(string)
+				switch {
+				case !isString:
+					return errReferenceKeys
+				case key == "amount" && (strings.HasPrefix(v, "-") || strings.HasPrefix(v, "+")):
+					return errReferenceKeys
+				case key == "currency" && !regexp.MustCompile(`^[a-z]{3}$`).MatchString(v):
+					return errReferenceKeys
+				}
 			}
 			var sub *objectKeys
 			switch {
@@ -93,7 +116,7 @@ func referenceValue(dec *json.Decoder, tok json.Token, k *objectKeys) error {
 	default:
 		return nil
 	}
-	_, err := dec.Token() // the closing delimiter
+	_, err = dec.Token() // the closing delimiter
 	return err
 }
 

@@ -266,6 +266,17 @@ func TestHandler_ServeHTTP_Quarantined(t *testing.T) {
 		{name: "wallet amount in another case", body: strings.Replace(valid, `"merchantTargetWallet":{"amount":"98.00"`,
 			`"merchantTargetWallet":{"amount":"98.00","Amount":"9800.00"`, 1),
 			reason: `merchantTargetWallet: key "Amount" is "amount" in another case`, moid: "m-3"},
+		// Money outside the spec's form is not trusted.
+		{name: "negative amount", body: strings.Replace(valid, `"amount":"98.00"`, `"amount":"-98.00"`, 1),
+			reason: `merchantTargetWallet.amount: "-98.00" has a sign`, moid: "m-3"},
+		{name: "signed amount", body: strings.Replace(valid, `"amount":"100.00"`, `"amount":"+100.00"`, 1),
+			reason: `transactions[0].authorized.amount: "+100.00" has a sign`, moid: "m-3"},
+		{name: "minus zero", body: strings.Replace(valid, `"amount":"98.00"`, `"amount":"-0"`, 1),
+			reason: `"-0" has a sign`, moid: "m-3"},
+		{name: "uppercase currency", body: strings.Replace(valid, `"currency":"brl"`, `"currency":"BRL"`, 1),
+			reason: `merchantTargetWallet.currency: "BRL" is not a lowercase three-letter ISO code`, moid: "m-3"},
+		{name: "empty currency", body: strings.Replace(valid, `"currency":"brl"`, `"currency":""`, 1),
+			reason: `merchantTargetWallet.currency: "" is not a lowercase three-letter ISO code`, moid: "m-3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
