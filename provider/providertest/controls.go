@@ -131,6 +131,7 @@ func (s *Server) AdjustBalance(currency, delta string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.balances[currency] = cents(s.balances[currency].Add(d))
+	s.changedLocked()
 	return nil
 }
 

@@ -84,4 +84,12 @@
 // states happened; different orders' go out in parallel. Every delivery
 // runs on a goroutine the Server owns; WaitIdle waits for them and Close
 // stops them.
+//
+// # Restarts
+//
+// With Options.StateFile the fake keeps its books — orders, requisites,
+// balances and held amounts — in a JSON file, written atomically soon after
+// every change and at Close, and a fake started on the same file carries
+// on from them (Restored reports it), as a real provider does when the
+// merchant's side restarts. Deliveries in flight are not kept.
 package providertest

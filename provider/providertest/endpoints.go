@@ -329,6 +329,7 @@ func (s *Server) handleRequisiteCreate(c *apiCall) (any, *provider.Error) {
 		MinAmount: provider.FormatAmount(cents(s.reqMin)),
 	}
 	s.requisites[r.r.ID] = r
+	s.changedLocked()
 	return toWireRequisite(&r.r), nil
 }
 
@@ -358,6 +359,7 @@ func (s *Server) handleRequisiteDeactivate(c *apiCall) (any, *provider.Error) {
 		r.r.ExpiresAt = provider.Time{Time: now}
 	}
 	r.active = false
+	s.changedLocked()
 	return toWireRequisite(&r.r), nil
 }
 

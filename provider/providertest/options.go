@@ -99,6 +99,15 @@ type Options struct {
 	// MaxRecords bounds how many CallRecords and WebhookAttempts are kept
 	// (each); the oldest go first. Default 10000.
 	MaxRecords int
+	// StateFile, when set, keeps the provider's books across restarts:
+	// orders and their transactions, requisites, balances and reserved
+	// amounts. Start reads the file when it exists (InitialBalances then
+	// apply to nothing: the balances are the file's) and creates it when
+	// it does not; every change is written to it soon after, and Close
+	// writes it a last time. Writes are atomic (a temporary file renamed
+	// into place). Webhook deliveries and retries in flight, timers,
+	// faults and the call and webhook logs are not kept.
+	StateFile string
 }
 
 const (

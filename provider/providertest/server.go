@@ -73,6 +73,15 @@ type Server struct {
 	pending    int
 	idle       chan struct{} // closed while no webhook delivery is pending
 	override   string
+
+	// With Options.StateFile: version counts changes of the books, saved
+	// is the version last written, saveReq wakes the saver, saveMu keeps
+	// two saves from interleaving, restored says the file was read.
+	version  uint64
+	saved    uint64
+	saveReq  chan struct{}
+	saveMu   sync.Mutex
+	restored bool
 }
 
 // NewServer starts a fake provider on opts.Listen (default a free loopback
@@ -108,6 +117,14 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.serveErr = make(chan error, 1)
 	go func() { s.serveErr <- s.httpSrv.Serve(ln) }()
+	if s.opts.StateFile != "" {
+		s.mu.Lock()
+		if !s.restored {
+			s.changedLocked() // a fresh start creates the file
+		}
+		s.goLocked(false, s.saver)
+		s.mu.Unlock()
+	}
 	return s, nil
 }
 
@@ -143,6 +160,12 @@ func newServer(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("options: InitialBalances[%s]: %w", ccy, err)
 		}
 		s.balances[strings.ToLower(ccy)] = cents(d)
+	}
+	if opts.StateFile != "" {
+		s.saveReq = make(chan struct{}, 1)
+		if s.restored, err = s.loadState(opts.StateFile); err != nil {
+			return nil, err
+		}
 	}
 	if len(opts.AllowedIPs) > 0 {
 		s.allowedIPs = map[string]bool{}
@@ -219,7 +242,16 @@ func (s *Server) Close() {
 	if s.ownedTr != nil {
 		s.ownedTr.CloseIdleConnections()
 	}
+	if s.opts.StateFile != "" {
+		if err := s.save(); err != nil {
+			s.log.Error("save state", "file", s.opts.StateFile, "err", err)
+		}
+	}
 }
+
+// Restored reports whether the server started from the books in an
+// existing Options.StateFile rather than afresh.
+func (s *Server) Restored() bool { return s.restored }
 
 // goLocked runs f on a goroutine the server owns; Close cancels s.ctx and
 // waits for it. Webhook deliveries also count as pending for WaitIdle.

@@ -163,6 +163,7 @@ func (s *Server) createOrderLocked(spec newOrderSpec) *order {
 	}
 	s.orders[ord.o.MerchantOrderID] = ord
 	s.byID[ord.o.ID] = ord
+	s.changedLocked()
 	if spec.requisite != nil {
 		spec.requisite.orders = append(spec.requisite.orders, ord)
 	}
@@ -182,6 +183,7 @@ func (s *Server) createOrderLocked(spec newOrderSpec) *order {
 func (s *Server) finishLocked(ord *order, status provider.Status, reason string) {
 	prev := renderOrder(&ord.o)
 	now := s.now()
+	s.changedLocked()
 	tx := &ord.o.Transactions[0]
 	ord.o.Status = status
 	tx.Status = status
@@ -254,6 +256,7 @@ func (s *Server) createRefundLocked(ord *order, amount decimal.Decimal) *provide
 	}
 	ord.o.Transactions = append(ord.o.Transactions, tx)
 	ord.refunds[tx.ID] = full
+	s.changedLocked()
 	s.reserve(ord.amount.Currency, amount)
 	s.scheduleAutoCompleteLocked(ord.o.MerchantOrderID, tx.ID)
 	return &ord.o.Transactions[len(ord.o.Transactions)-1]
@@ -294,6 +297,7 @@ func (s *Server) moveRefundLocked(ord *order, refundID string, to provider.Statu
 		return fmt.Errorf("%w: %s refund %s cannot go from %s to %s", ErrConflict, kind, refundID, from, to)
 	}
 	tx.Status = to
+	s.changedLocked()
 	if !to.IsFinal() {
 		return nil
 	}
