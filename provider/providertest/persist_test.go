@@ -172,7 +172,9 @@ func TestServer_StateFileIsJSON(t *testing.T) {
 	var st struct {
 		Version  int
 		Balances map[string]string
-		Orders   []struct{ Order struct{ MerchantOrderID, Status string } }
+		Orders   []struct {
+			Order struct{ MerchantOrderID, Status string }
+		}
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
