@@ -68,7 +68,9 @@ type Verifier interface {
 
 // Deps are the handler's collaborators. Store and Verifier are required;
 // Logger defaults to discarding, Now to time.Now, and a nil Metrics records
-// nothing.
+// nothing. The handler adds no component tag of its own: the caller passes
+// a Logger tagged as it wants (orderd: component=receiver), so no line
+// carries the key twice.
 type Deps struct {
 	Store    Store
 	Verifier Verifier
@@ -127,7 +129,6 @@ func New(cfg Config, deps Deps) *Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	h.log = h.log.With("component", "receiver")
 	if h.now == nil {
 		h.now = time.Now
 	}

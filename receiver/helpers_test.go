@@ -89,7 +89,7 @@ func newFixture(t *testing.T, cfg receiver.Config) *fixture {
 	f.handler = receiver.New(cfg, receiver.Deps{
 		Store:    f.store,
 		Verifier: newVerifier(t, key),
-		Logger:   slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:   slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "receiver"),
 		Metrics:  m,
 	})
 	return f

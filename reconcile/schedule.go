@@ -125,7 +125,10 @@ func (r *Reconciler) Start(ctx context.Context) error {
 			return fmt.Errorf("reconcile.schedules.%s: %q: %w", j.name, j.spec, err)
 		}
 	}
-	logger := cronLogger{r.log.With("component", "cron")}
+	// The reconciler's logger is already tagged component=reconcile; the
+	// scheduler's lines say "cron" in their message rather than in a
+	// second component key.
+	logger := cronLogger{r.log}
 	s.cron = cron.New(
 		cron.WithLocation(time.UTC),
 		cron.WithLogger(logger),
@@ -219,10 +222,12 @@ func (c cronLogger) Info(msg string, kv ...any) {
 	level := slog.LevelDebug
 	if msg == "skip" {
 		level, msg = slog.LevelInfo, "reconcile job still running, run skipped"
+	} else {
+		msg = "cron " + msg
 	}
 	c.l.Log(context.Background(), level, msg, kv...)
 }
 
 func (c cronLogger) Error(err error, msg string, kv ...any) {
-	c.l.Error(msg, append(kv, "err", err)...)
+	c.l.Error("cron "+msg, append(kv, "err", err)...)
 }
