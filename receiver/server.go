@@ -103,6 +103,16 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.srv.Addr, err)
 	}
+	return s.StartOn(ln)
+}
+
+// StartOn serves on ln, a listener the caller bound (the configured
+// address is then not used), in a goroutine that Close stops; the server
+// owns ln from now on and closes it.
+func (s *Server) StartOn(ln net.Listener) error {
+	if s.done != nil {
+		return errors.New("receiver server already started")
+	}
 	s.ln = ln
 	s.done = make(chan struct{})
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -189,5 +190,37 @@ func TestServer_Close(t *testing.T) {
 	lock.release()
 	if _, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
 		t.Error("server still accepts connections after Close")
+	}
+}
+
+// TestServer_StartOn: a listener the caller bound is served as it is (the
+// configured address is not bound), and Close closes it.
+func TestServer_StartOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })
+	srv := receiver.NewServer(receiver.ServerConfig{Addr: "203.0.113.1:1"}, h, nil)
+	if err := srv.StartOn(ln); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Addr() != ln.Addr().String() {
+		t.Errorf("Addr = %q, want the listener's %s", srv.Addr(), ln.Addr())
+	}
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "served" {
+		t.Errorf("answer %q", b)
+	}
+	if err := srv.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want the listener closed", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -58,6 +59,20 @@ type daemonOptions struct {
 	HTTPClient *http.Client
 	// Dashboard and Reports are extra admin handlers, when built.
 	extraAdmin func(d *daemon, deps *api.Deps) error
+	// receiverLn and adminLn, when set, are bound already: the daemon
+	// serves on them instead of binding receiver.listen and admin.listen.
+	// The sandbox binds its preferred port or any free one and hands the
+	// listener over, so that nothing can take the port in between.
+	receiverLn, adminLn net.Listener
+}
+
+// startServer starts srv on ln when the caller bound one, else on its
+// configured address.
+func startServer(srv *receiver.Server, ln net.Listener) error {
+	if ln != nil {
+		return srv.StartOn(ln)
+	}
+	return srv.Start()
 }
 
 // startDaemon opens every part of orderd and starts serving. On error,
@@ -167,7 +182,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		adminHandler = withPprof(adminHandler, cfg.Admin.Token.Reveal())
 	}
 	d.recvSrv = receiver.NewServer(receiver.ServerConfig{Addr: cfg.Receiver.Listen}, d.webhooks, logger)
-	if err := d.recvSrv.Start(); err != nil {
+	if err := startServer(d.recvSrv, opts.receiverLn); err != nil {
 		return nil, fmt.Errorf("receiver.listen: %w", err)
 	}
 	d.admin = receiver.NewServer(receiver.ServerConfig{
@@ -178,7 +193,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		// Reports stream large bodies; the write bound is generous.
 		WriteTimeout: 10 * time.Minute,
 	}, guardAdmin(adminHandler, cfg.Admin.Token == "" && adminExposure(cfg.Admin.Listen, false) == ""), logger)
-	if err := d.admin.Start(); err != nil {
+	if err := startServer(d.admin, opts.adminLn); err != nil {
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}
 	warnAdminExposure(logger.With("component", "api"), d.admin.Addr(), cfg.Admin.Token != "")
