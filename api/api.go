@@ -57,6 +57,9 @@ type Deps struct {
 	ReportFiles http.Handler
 	// Dashboard serves GET / when set.
 	Dashboard http.Handler
+	// Cluster serves GET /v1/cluster and POST /v1/cluster/snapshot in
+	// replicated mode.
+	Cluster Cluster
 }
 
 // Readiness reports whether the store can commit a write.

@@ -515,7 +515,7 @@ func TestAPI_openAPI(t *testing.T) {
 	// Every route the router registers, optional handlers included, is
 	// documented, and the document names no route the router lacks.
 	stub := http.NotFoundHandler()
-	routes := api.Routes(api.Deps{Metrics: stub, Reports: stub, ReportFiles: stub, Dashboard: stub})
+	routes := api.Routes(api.Deps{Metrics: stub, Reports: stub, ReportFiles: stub, Dashboard: stub, Cluster: stubCluster{}})
 	registered := map[string]bool{}
 	for _, rt := range routes {
 		registered[rt] = true
@@ -535,3 +535,9 @@ func TestAPI_openAPI(t *testing.T) {
 		t.Errorf("the route table has %d routes; did it lose some?", len(routes))
 	}
 }
+
+// stubCluster is a replicated mode's api.Cluster, for the route table.
+type stubCluster struct{}
+
+func (stubCluster) Status(context.Context) any            { return nil }
+func (stubCluster) Snapshot(context.Context) (any, error) { return nil, nil }

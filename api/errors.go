@@ -106,9 +106,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 					describeKey(conflict.Existing), conflict.Existing.ID)}})
 	case errors.As(err, &notReady):
 		writeJSON(w, http.StatusServiceUnavailable, readyBody{Status: "not ready", Failing: notReady.failed, Checks: notReady.checks})
+	case errors.Is(err, ErrNotLeader):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
-	case errors.Is(err, errNoProvider), errors.Is(err, store.ErrOverloaded), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, errNoProvider), errors.Is(err, store.ErrOverloaded), errors.Is(err, store.ErrClosed),
+		errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrUnconfirmed):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

@@ -240,6 +240,7 @@ func TestNode_NoQuorum(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	_, err := a.st.Exec(ctx, openFinding("after"))
+	t.Logf("write without quorum: %v", err)
 	if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, store.ErrUnconfirmed) {
 		t.Fatalf("write without quorum: %v, want ErrUnavailable", err)
 	}

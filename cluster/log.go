@@ -159,9 +159,11 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 		delete(n.waiters, id)
 		n.mu.Unlock()
 		n.m.appendErrors.Inc()
+		n.lastAppendErr.Store(time.Now().UnixNano())
 		e.finish(nil, fmt.Errorf("%w: append to %s: %w", store.ErrUnavailable, n.cfg.LogStream, err))
 	}
 	// Otherwise the applier finishes e when it applies the entry.
+	n.lastAppendOK.Store(time.Now().UnixNano())
 }
 
 // applyLoop follows the log from the last applied entry, applying each in

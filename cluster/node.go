@@ -45,9 +45,15 @@ type Node struct {
 
 	lease lease
 
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-	closed chan struct{}
+	// lastAppendOK and lastAppendErr are when appends last succeeded
+	// and failed (Unix nanoseconds), for Ready.
+	lastAppendOK, lastAppendErr atomic.Int64
+
+	wg          sync.WaitGroup // appender and applier
+	leaseWG     sync.WaitGroup
+	cancel      context.CancelFunc
+	cancelLease context.CancelFunc
+	closed      chan struct{}
 }
 
 // New makes a node on a connected NATS client and an open store, and
@@ -172,10 +178,13 @@ func isNotFound(err error) bool {
 func (n *Node) Start(duties func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(3)
+	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.appendLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.applyLoop(ctx) }()
-	go func() { defer n.wg.Done(); n.leaseLoop(ctx, duties) }()
+	lctx, cancelLease := context.WithCancel(ctx)
+	n.cancelLease = cancelLease
+	n.leaseWG.Add(1)
+	go func() { defer n.leaseWG.Done(); n.leaseLoop(lctx, duties) }()
 }
 
 // Close steps down (releasing the lease, so another instance takes over
@@ -186,22 +195,33 @@ func (n *Node) Close(ctx context.Context) {
 		return
 	default:
 	}
+	// Duties stop first, while the log still takes their last writes
+	// (the relay's marks); then the appender and the applier.
+	if n.cancelLease != nil {
+		n.cancelLease()
+	}
+	wait(ctx, &n.leaseWG)
 	close(n.closed)
 	if n.cancel != nil {
 		n.cancel()
 	}
-	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	wait(ctx, &n.wg)
 	n.mu.Lock()
 	for id, e := range n.waiters {
 		e.finish(nil, fmt.Errorf("%w: node closed", store.ErrUnavailable))
 		delete(n.waiters, id)
 	}
 	n.mu.Unlock()
+}
+
+// wait waits for wg or ctx.
+func wait(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // Fatal returns the error that stopped the applier for good (a gap in the
@@ -222,6 +242,14 @@ func (n *Node) Ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	if n.lastAppendErr.Load() > n.lastAppendOK.Load() {
+		// The last append failed: only a new one tells that the log
+		// takes writes again.
+		if _, err := n.Execute(ctx, []store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}); err != nil {
+			return fmt.Errorf("append to the log: %w", err)
+		}
+		return nil
+	}
 	info, err := n.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)

@@ -255,6 +255,9 @@ func (p *pass) settled(seq int64) {
 // when it can and the run is long enough, else one by one.
 func (p *pass) send(ctx context.Context, chunk []encoded) error {
 	r := p.r
+	if err := r.gate(); err != nil {
+		return err
+	}
 	if r.atomic && len(chunk) >= minAtomicBatch && p.fitsBatch(chunk) {
 		// A batch must not overtake events still awaiting their ack.
 		if err := p.awaitAll(ctx); err != nil {
@@ -370,6 +373,9 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 		if err := p.ackHead(ctx); err != nil {
 			return err
 		}
+	}
+	if err := r.gate(); err != nil {
+		return err
 	}
 	sent := time.Now()
 	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))

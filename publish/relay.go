@@ -60,6 +60,11 @@ const (
 
 // RelayConfig configures a Relay. Zero values take the defaults given.
 type RelayConfig struct {
+	// Gate, when set, is asked before every publish; false stops the
+	// relay with ErrNotLeading. Replicated mode's lease: only the leader
+	// publishes, and a deposed one stops at its next publish even if it
+	// was paused past its lease.
+	Gate func() bool
 	// Prefix leads every subject; default "orderd".
 	Prefix string
 	// Source is the CloudEvents source attribute; default "orderd".
@@ -219,13 +224,24 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 	}, nil
 }
 
+// ErrNotLeading stops a relay whose Gate closed.
+var ErrNotLeading = errors.New("relay: not the leader")
+
+// gate returns ErrNotLeading when the relay's Gate is closed.
+func (r *Relay) gate() error {
+	if r.cfg.Gate != nil && !r.cfg.Gate() {
+		return ErrNotLeading
+	}
+	return nil
+}
+
 // Run publishes until ctx is cancelled, then, once the events JetStream
 // acknowledged are marked published, returns nil. It drains the
 // outbox at start, after every Notify, on each poll tick, and after a
 // failure with exponential back-off (capped by MaxBackoff), retrying at once
 // when the connection comes back. It also prunes and, with metrics, reports
 // the backlog. Run never returns early: NATS and store errors are logged and
-// retried.
+// retried. The one exception is a closed Gate: Run returns ErrNotLeading.
 func (r *Relay) Run(ctx context.Context) error {
 	var reconnected chan nats.Status
 	if nc := r.js.Conn(); nc != nil {
@@ -276,6 +292,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		n, err := r.drain(ctx, ss, rescan)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, ErrNotLeading) {
+			r.log.Warn("relay stopped: this instance no longer holds the lease", "published", n)
+			return err
 		}
 		if n > 0 {
 			// An empty pass (a poll tick, say) says nothing of the rate.

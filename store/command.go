@@ -212,7 +212,7 @@ func init() {
 		&markPublishedCmd{}, &pruneOutboxCmd{},
 		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
 		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
-		&OpenFindingCmd{}, &ResolveFindingsCmd{},
+		&OpenFindingCmd{}, &ResolveFindingsCmd{}, NoopCmd{},
 	} {
 		RegisterCommand(c.Kind(), newOf(c))
 	}
@@ -226,3 +226,13 @@ func newOf(c Command) func() Command {
 	}
 	return func() Command { return reflect.New(t).Interface().(Command) }
 }
+
+// NoopCmd changes nothing: a replicated log's probe (can an entry be
+// appended and applied now?).
+type NoopCmd struct{}
+
+// Kind implements Command.
+func (NoopCmd) Kind() string { return "noop" }
+
+// Apply implements Command.
+func (NoopCmd) Apply(*Tx) (any, error) { return nil, nil }

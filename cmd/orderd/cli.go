@@ -41,6 +41,8 @@ func commands() []command {
 		migrateCommand(),
 		reconcileCommand(),
 		reportCommand(),
+		backupCommand(),
+		restoreCommand(),
 		verifyCommand(),
 		tailCommand(),
 		versionCommand(),

@@ -24,6 +24,7 @@ import (
 	"github.com/shopspring/decimal"
 	"go.yaml.in/yaml/v3"
 
+	"orderd/cluster"
 	"orderd/provider"
 )
 
@@ -58,6 +59,7 @@ type Config struct {
 	Reconcile ReconcileConfig `yaml:"reconcile"`
 	Reports   ReportsConfig   `yaml:"reports"`
 	Log       LogConfig       `yaml:"log"`
+	Cluster   ClusterConfig   `yaml:"cluster"`
 
 	// ShutdownTimeout bounds a graceful stop: HTTP, cron, relay flush,
 	// NATS drain and the database close must fit in it. The systemd unit's
@@ -148,6 +150,51 @@ type NATSConfig struct {
 	// UnreachableReadyAfter is how long NATS may be unreachable before
 	// /readyz fails.
 	UnreachableReadyAfter time.Duration `yaml:"unreachable_ready_after"`
+	// Replicas of the events stream; 0 means 1, or cluster.replicas when
+	// the cluster is enabled (see EventReplicas).
+	Replicas int `yaml:"replicas"`
+}
+
+// ClusterConfig is replicated mode: several instances on a NATS cluster,
+// every write in a replicated log (see README, "Running replicated").
+type ClusterConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Node is this instance's unique name; default the host name.
+	Node string `yaml:"node"`
+	// LogStream names the log's stream; the lease bucket and the snapshot
+	// store are named after it.
+	LogStream string `yaml:"log_stream"`
+	// Replicas of the log, the lease and the snapshots.
+	Replicas int `yaml:"replicas"`
+	// LeaseTTL is how long the leader's lease lasts unrenewed; a dead
+	// leader is replaced within two of it.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// SnapshotEvery is how often the leader writes a snapshot.
+	SnapshotEvery time.Duration `yaml:"snapshot_every"`
+	// LogMaxAge bounds the log; it must be well above SnapshotEvery.
+	LogMaxAge time.Duration `yaml:"log_max_age"`
+}
+
+// NodeName is cluster.node, or the host name when it is empty (empty
+// when that cannot be read; then cluster.node must be set).
+func (c ClusterConfig) NodeName() string {
+	if c.Node != "" {
+		return c.Node
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// EventReplicas is the events stream's replica count: nats.replicas when
+// set, else cluster.replicas in replicated mode, else 1.
+func (c *Config) EventReplicas() int {
+	switch {
+	case c.NATS.Replicas > 0:
+		return c.NATS.Replicas
+	case c.Cluster.Enabled:
+		return c.Cluster.Replicas
+	}
+	return 1
 }
 
 // NATSTLSConfig is TLS towards an external NATS server.
@@ -281,6 +328,13 @@ func DefaultConfig() *Config {
 		Reports:         ReportsConfig{Dir: "/var/lib/orderd/reports"},
 		Log:             LogConfig{Level: "info", Format: "auto"},
 		ShutdownTimeout: 15 * time.Second,
+		Cluster: ClusterConfig{
+			LogStream:     cluster.DefaultLogStream,
+			Replicas:      cluster.DefaultReplicas,
+			LeaseTTL:      cluster.DefaultLeaseTTL,
+			SnapshotEvery: cluster.DefaultSnapshotEvery,
+			LogMaxAge:     cluster.DefaultLogMaxAge,
+		},
 	}
 }
 
@@ -625,6 +679,37 @@ func (c *Config) validate(use configUse) error {
 		add("nats.max_bytes", "%s exceeds nats.embedded.max_store (%s)", n.MaxBytes, n.Embedded.MaxStore)
 	}
 	positive("nats.unreachable_ready_after", n.UnreachableReadyAfter)
+	if n.Replicas < 0 || n.Replicas > 5 {
+		add("nats.replicas", "must be 1 to 5 (got %d)", n.Replicas)
+	}
+	if n.URL == "" && n.Replicas > 1 {
+		add("nats.replicas", "%d replicas need a NATS cluster (nats.url); the embedded server is one node", n.Replicas)
+	}
+
+	// cluster
+	cl := c.Cluster
+	if cl.Enabled && n.URL == "" {
+		add("cluster.enabled", "replicated mode needs a NATS cluster: set nats.url (the embedded server is one node on this machine's disk)")
+	}
+	if cl.Enabled && strings.TrimSpace(cl.NodeName()) == "" {
+		add("cluster.node", "must not be empty (a unique name per instance; default the host name)")
+	}
+	if !streamNameRE.MatchString(cl.LogStream) {
+		add("cluster.log_stream", "%q is not a stream name (letters, digits, _ and -)", cl.LogStream)
+	} else if cl.LogStream == n.Stream {
+		add("cluster.log_stream", "%q is also nats.stream", cl.LogStream)
+	}
+	if cl.Replicas < 1 || cl.Replicas > 5 {
+		add("cluster.replicas", "must be 1 to 5 (got %d)", cl.Replicas)
+	}
+	if cl.LeaseTTL < time.Second {
+		add("cluster.lease_ttl", "must be at least 1s (got %s)", cl.LeaseTTL)
+	}
+	positive("cluster.snapshot_every", cl.SnapshotEvery)
+	if cl.LogMaxAge > 0 && cl.LogMaxAge < 2*cl.SnapshotEvery {
+		add("cluster.log_max_age", "%s must be at least twice cluster.snapshot_every (%s): an instance restores the newest snapshot and then needs the log after it", cl.LogMaxAge, cl.SnapshotEvery)
+	}
+	notNegative("cluster.log_max_age", cl.LogMaxAge)
 
 	// publish
 	positive("publish.retention", c.Publish.Retention)

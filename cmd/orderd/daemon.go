@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"orderd/api"
+	"orderd/cluster"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/receiver"
@@ -47,6 +48,13 @@ type daemon struct {
 	admin    *receiver.Server
 	rec      *reconcile.Reconciler
 	registry *prometheus.Registry
+	unlock   func() error // the store's lock
+
+	// node is replicated mode's log, lease and snapshots; nil in
+	// single-node mode.
+	node *cluster.Node
+
+	pubMetrics *publish.Metrics
 
 	// natsURL is where events can be read: the embedded server's client
 	// URL or the configured one.
@@ -97,6 +105,21 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := cfg.checkStorePath(false); err != nil {
 		return nil, err
 	}
+	if d.unlock, err = store.Lock(cfg.Store.Path); err != nil {
+		return nil, cfg.errorf("store.path", "%v (another orderd runs on it?)", err)
+	}
+	replicated := cfg.Cluster.Enabled
+
+	// In replicated mode NATS comes first: an empty disk starts from the
+	// newest snapshot.
+	if replicated {
+		if err := d.connectNATS(ctx); err != nil {
+			return nil, err
+		}
+		if err := d.restoreSnapshot(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	// The store comes next: nothing may be accepted before it can commit.
 	var pm *processMetrics
@@ -108,21 +131,37 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 				pm.onCommit(batch, dur)
 			}
 		},
+		// Replicated: the log's quorum holds every write.
+		RelaxedSync: replicated,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
 	}
 	pm = newProcessMetrics(d.registry, d.store.Stats)
-	// Creations that were in flight when orderd last stopped have an
-	// unknown outcome: they become in doubt and the reconciler settles them.
-	if n, err := d.store.RecoverPendingAttempts(ctx); err != nil {
-		return nil, fmt.Errorf("recover pending attempts: %w", err)
-	} else if n > 0 {
-		logger.Warn("creations in flight at the last stop are now in doubt", "component", "gateway", "attempts", n)
+	if !replicated {
+		// Creations that were in flight when orderd last stopped have an
+		// unknown outcome: they become in doubt and the reconciler
+		// settles them. (Replicated: another instance may be making such
+		// a call right now; the reconciler settles pending attempts once
+		// they are old enough instead.)
+		if n, err := d.store.RecoverPendingAttempts(ctx); err != nil {
+			return nil, fmt.Errorf("recover pending attempts: %w", err)
+		} else if n > 0 {
+			logger.Warn("creations in flight at the last stop are now in doubt", "component", "gateway", "attempts", n)
+		}
+		if err := d.connectNATS(ctx); err != nil {
+			return nil, err
+		}
 	}
-
-	if err := d.startNATS(ctx); err != nil {
+	if err := d.newRelay(); err != nil {
 		return nil, err
+	}
+	if replicated {
+		if err := d.joinCluster(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		d.startRelay(ctx)
 	}
 
 	// One token bucket paces every call to the provider: polls, creations,
@@ -135,6 +174,13 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	d.client, err = newProviderClient(cfg, hc, d.limiter, pm.observeProvider)
 	if err != nil {
 		return nil, err
+	}
+	// The jobs' calls: in replicated mode only the leader's go out.
+	jobClient := d.client
+	if replicated {
+		if jobClient, err = newProviderClient(cfg, hc, leaderLimiter{d.limiter, d.node.Leading}, pm.observeProvider); err != nil {
+			return nil, err
+		}
 	}
 
 	rm, err := receiver.NewMetrics(d.registry)
@@ -154,7 +200,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Metrics:  rm,
 	})
 
-	d.rec = newReconciler(cfg, d.store, d.client, logger, reconcile.NewMetrics(d.registry), nil)
+	d.rec = newReconciler(cfg, d.store, jobClient, logger, reconcile.NewMetrics(d.registry), nil)
 
 	deps := api.Deps{
 		Store:    d.store,
@@ -162,7 +208,12 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Checks: []api.Check{{Name: "nats", Check: func(context.Context) error {
 			return d.connSt.Ready(cfg.NATS.UnreachableReadyAfter)
 		}}},
+		Cluster: d.clusterAPI(),
 		Metrics: promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
+	}
+	if d.node != nil {
+		// Ready when this instance can append to the log.
+		deps.Checks = append(deps.Checks, api.Check{Name: "log", Check: d.node.Ready})
 	}
 	if err := wireReports(d, &deps); err != nil {
 		return nil, err
@@ -197,20 +248,25 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}
 	warnAdminExposure(logger.With("component", "api"), d.admin.Addr(), cfg.Admin.Token != "")
-	if err := d.rec.Start(ctx); err != nil {
+	if replicated {
+		// The relay, the jobs and the snapshots run while this instance
+		// leads.
+		d.node.Start(d.lead)
+		d.catchUp(ctx)
+	} else if err := d.rec.Start(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile schedules: %w", err)
 	}
 	logger.Info("orderd started",
 		"webhooks", d.recvSrv.Addr(), "admin", d.admin.Addr(), "nats", d.natsURL,
-		"store", cfg.Store.Path)
+		"store", cfg.Store.Path, "replicated", replicated)
 	return d, nil
 }
 
-// startNATS starts the embedded server when nats.url is empty, connects,
-// and starts the relay. The relay provisions the stream itself, also when
-// NATS only comes up later, so orderd starts and takes webhooks while NATS
-// is down.
-func (d *daemon) startNATS(ctx context.Context) error {
+// connectNATS starts the embedded server when nats.url is empty and
+// connects. In single-node mode it returns while NATS is still
+// unreachable: the relay provisions the stream itself when NATS comes up,
+// so orderd takes webhooks while NATS is down.
+func (d *daemon) connectNATS(ctx context.Context) error {
 	cfg := d.cfg
 	log := d.log.With("component", "publish")
 	url := cfg.NATS.URL
@@ -233,6 +289,7 @@ func (d *daemon) startNATS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publish metrics: %w", err)
 	}
+	d.pubMetrics = pubMetrics
 	d.connSt = publish.NewConnState(d.now)
 	d.nc, err = publish.Connect(ctx, publish.ConnConfig{
 		URL:             url,
@@ -250,11 +307,23 @@ func (d *daemon) startNATS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nats.url: %w", err)
 	}
+	return nil
+}
+
+// newRelay builds the relay (not yet running).
+func (d *daemon) newRelay() error {
+	cfg := d.cfg
 	js, err := publish.NewJetStream(d.nc, cfg.Publish.PublishTimeout)
 	if err != nil {
 		return err
 	}
+	var gate func() bool
+	if d.cfg.Cluster.Enabled {
+		// Set once the node exists (joinCluster); until then, closed.
+		gate = func() bool { return d.node != nil && d.node.Leading() }
+	}
 	d.relay, err = publish.NewRelay(publish.RelayConfig{
+		Gate:           gate,
 		Prefix:         cfg.NATS.SubjectPrefix,
 		BatchSize:      cfg.Publish.Batch,
 		PublishTimeout: cfg.Publish.PublishTimeout,
@@ -265,18 +334,23 @@ func (d *daemon) startNATS(ctx context.Context) error {
 			DuplicateWindow: cfg.NATS.DuplicateWindow,
 			MaxAge:          cfg.NATS.MaxAge,
 			MaxBytes:        int64(cfg.NATS.MaxBytes),
+			Replicas:        cfg.EventReplicas(),
 		},
-		Logger:  log,
-		Metrics: pubMetrics,
+		Logger:  d.log.With("component", "publish"),
+		Metrics: d.pubMetrics,
 	}, d.store, js)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
+	return nil
+}
+
+// startRelay runs the relay until Close (single-node mode).
+func (d *daemon) startRelay(ctx context.Context) {
 	relCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.stopRel = cancel
 	d.relDone = make(chan error, 1)
 	go func() { d.relDone <- d.relay.Run(relCtx) }()
-	return nil
 }
 
 // Reload applies what can change safely while running: the provider's
@@ -337,6 +411,11 @@ func (d *daemon) Close(ctx context.Context) error {
 	if d.admin != nil {
 		errs = append(errs, d.admin.Close(ctx))
 	}
+	if d.node != nil {
+		// Steps down (the relay and the jobs stop, the lease goes to
+		// another instance at once), then stops following the log.
+		d.node.Close(ctx)
+	}
 	if d.rec != nil {
 		errs = append(errs, d.rec.Stop(ctx))
 	}
@@ -347,9 +426,16 @@ func (d *daemon) Close(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	errs = append(errs, publish.Stop(ctx, d.relay, d.nc, d.embedded))
+	relay := d.relay
+	if d.node != nil {
+		relay = nil // only a leader publishes; it flushed when it stepped down
+	}
+	errs = append(errs, publish.Stop(ctx, relay, d.nc, d.embedded))
 	if d.store != nil {
 		errs = append(errs, d.store.Close(ctx))
+	}
+	if d.unlock != nil {
+		errs = append(errs, d.unlock())
 	}
 	return errors.Join(errs...)
 }

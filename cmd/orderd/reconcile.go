@@ -45,6 +45,11 @@ func reconcileCommand() command {
 				if err != nil {
 					return err
 				}
+				if cfg.Cluster.Enabled {
+					// It would write to this instance's database alone,
+					// outside the replicated log.
+					return cfg.errorf("cluster.enabled", "orderd reconcile writes to the local database directly, which replicated mode forbids; the leader runs the jobs on their schedules (GET /v1/cluster names it)")
+				}
 				if *rateLimit > cfg.Provider.RateLimit {
 					return e.usagef("-rate %g is above provider.rate_limit (%g)", *rateLimit, cfg.Provider.RateLimit)
 				}

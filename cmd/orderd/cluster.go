@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"orderd/api"
+	"orderd/cluster"
+	"orderd/provider"
+	"orderd/publish"
+)
+
+// clusterConfig is the cluster package's view of cluster.*.
+func (d *daemon) clusterConfig() cluster.Config {
+	c := d.cfg.Cluster
+	return cluster.Config{
+		Node:          c.NodeName(),
+		LogStream:     c.LogStream,
+		Replicas:      c.Replicas,
+		LeaseTTL:      c.LeaseTTL,
+		SnapshotEvery: c.SnapshotEvery,
+		LogMaxAge:     c.LogMaxAge,
+		Logger:        d.log.With("component", "cluster"),
+		Registerer:    d.registry,
+	}
+}
+
+// restoreSnapshot gives an instance with no database the newest snapshot.
+func (d *daemon) restoreSnapshot(ctx context.Context) error {
+	si, ok, err := cluster.RestoreSnapshot(ctx, d.nc, d.clusterConfig(), d.cfg.Store.Path)
+	if err != nil {
+		return fmt.Errorf("restore the newest snapshot into %s: %w", d.cfg.Store.Path, err)
+	}
+	if ok {
+		d.log.Info("database restored from the newest snapshot; applying the log after it",
+			"component", "cluster", "seq", si.Seq, "taken_at", si.TakenAt, "by", si.Node)
+	}
+	return nil
+}
+
+// joinCluster makes the store replicated: every write goes through the
+// log. It waits (a bounded time) until the database has applied the log
+// as it stands, so reads are current when the listeners open.
+func (d *daemon) joinCluster(ctx context.Context) error {
+	cc := d.clusterConfig()
+	if mp := d.nc.MaxPayload(); mp > 0 {
+		// A webhook of max_body_bytes must fit in one log entry.
+		cc.MaxEntryBytes = int(mp) - 64<<10
+		if need := d.cfg.Receiver.MaxBodyBytes + 64<<10; int64(cc.MaxEntryBytes) < int64(need) {
+			return d.cfg.errorf("receiver.max_body_bytes", "%s does not fit in one log entry: the NATS servers' max_payload is %d bytes (raise max_payload to at least %d, or lower receiver.max_body_bytes)",
+				d.cfg.Receiver.MaxBodyBytes, mp, need+64<<10)
+		}
+	}
+	node, err := cluster.New(ctx, d.nc, d.store, cc)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	d.node = node
+	d.store.Replicate(node)
+	return nil
+}
+
+// catchUp waits until this instance has applied the log as it stood, for
+// a bounded time; a node still behind keeps applying in the background.
+func (d *daemon) catchUp(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.node.CatchUp(cctx); err != nil {
+		d.log.Warn("still applying the log; reads may be behind for a while", "component", "cluster",
+			"applied", d.node.AppliedSeq(), "err", err)
+	}
+}
+
+// lead runs the leader's duties until ctx ends (the lease is lost or
+// orderd stops): the relay, from where the events stream's marks in the
+// log end (an overlap is dropped by the stream's duplicate window), and
+// the scheduled jobs.
+func (d *daemon) lead(ctx context.Context) {
+	log := d.log.With("component", "cluster")
+	relDone := make(chan error, 1)
+	go func() { relDone <- d.relay.Run(ctx) }()
+	if err := d.rec.Start(ctx); err != nil {
+		log.Error("reconcile schedules", "err", err)
+	}
+	var relErr error
+	select {
+	case <-ctx.Done():
+		relErr = <-relDone
+	case relErr = <-relDone:
+		<-ctx.Done()
+	}
+	if relErr != nil && !errors.Is(relErr, publish.ErrNotLeading) {
+		log.Error("relay stopped", "err", relErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := d.rec.Stop(sctx); err != nil {
+		log.Warn("stop reconcile jobs", "err", err)
+	}
+}
+
+// leaderLimiter paces the jobs' provider calls like the shared limiter,
+// and refuses them on an instance that does not lead: a deposed leader
+// (paused past its lease, say) makes no call, so two leaders cannot
+// double the provider rate.
+type leaderLimiter struct {
+	inner   provider.Limiter
+	leading func() bool
+}
+
+func (l leaderLimiter) Wait(ctx context.Context) error {
+	if !l.leading() {
+		return errNotLeading
+	}
+	if err := l.inner.Wait(ctx); err != nil {
+		return err
+	}
+	if !l.leading() {
+		return errNotLeading
+	}
+	return nil
+}
+
+var errNotLeading = errors.New("this instance does not hold the lease; the leader makes the reconciler's provider calls")
+
+// clusterAPI is api.Cluster over the node; nil in single-node mode.
+func (d *daemon) clusterAPI() api.Cluster {
+	if d.node == nil {
+		return nil
+	}
+	return clusterAPI{d.node}
+}
+
+type clusterAPI struct{ n *cluster.Node }
+
+func (c clusterAPI) Status(ctx context.Context) any { return c.n.Status(ctx) }
+
+func (c clusterAPI) Snapshot(ctx context.Context) (any, error) {
+	if !c.n.Leading() {
+		return nil, api.ErrNotLeader
+	}
+	return c.n.TakeSnapshot(ctx)
+}
