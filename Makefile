@@ -18,9 +18,10 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Debian packages the tests and checks use, as PACKAGE:COMMAND: openssl for
 # signature interop, nats-server and chromium for the end-to-end and HTML
 # tests, systemd for systemd-analyze, wrk for make bench-daemon (and the
-# test of its Lua script).
+# test of its Lua script), prometheus for promtool (the alerting rules'
+# unit tests).
 DEBIAN_PACKAGES := openssl:openssl nats-server:nats-server chromium:chromium \
-	systemd:systemd-analyze ca-certificates wrk:wrk
+	systemd:systemd-analyze ca-certificates wrk:wrk prometheus:promtool
 
 # make install: PREFIX for the binary and the docs; the unit goes where
 # systemd reads it ($(PREFIX)/lib/systemd/system for /usr and /usr/local,
@@ -31,11 +32,12 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon vulncheck
+	e2e sandbox build install deb clean load bench-daemon vulncheck rules-test
 
 ## test: install missing Debian packages (as root with apt), check formatting,
-## go vet, go test -race, and verify the systemd unit against a built binary.
-test: deps fmt-check vet gotest systemd-verify
+## go vet, go test -race, verify the systemd unit against a built binary,
+## and run the alerting rules' unit tests.
+test: deps fmt-check vet gotest systemd-verify rules-test
 
 deps:
 	@.ci/install-deps $(DEBIAN_PACKAGES)
@@ -52,6 +54,12 @@ gotest:
 
 systemd-verify: build
 	@.ci/systemd-verify bin/orderd $(SECURITY_THRESHOLD)
+
+## rules-test: promtool checks the alerting rules and runs their unit tests
+## (monitoring/orderd.rules.test.yml). go test ./monitoring/ checks their
+## metric names against a running orderd.
+rules-test:
+	cd monitoring && promtool check rules *.rules.yml && promtool test rules orderd.rules.test.yml
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck
