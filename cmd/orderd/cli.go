@@ -61,18 +61,41 @@ type env struct {
 	Getenv  func(string) string
 	// ConfigPath is -config, else $ORDERD_CONFIG, else /etc/orderd/config.yaml.
 	ConfigPath string
+	// ctx is the command's context (cancelled on SIGINT or SIGTERM); nil
+	// in tests that build an env by hand.
+	ctx context.Context
 }
 
 // LoadConfig loads, resolves and validates the config file for the daemon.
 // Its errors are *configError values, which exit with status 2.
 func (e *env) LoadConfig() (*Config, error) {
-	return LoadConfig(e.ConfigPath, e.Getenv)
+	return e.LoadConfigFor(useAll)
 }
 
 // LoadConfigFor is LoadConfig for a command that uses only some parts of
-// the configuration (see configUse).
+// the configuration (see configUse). A signal stops it while it waits —
+// on a configuration file that is a FIFO nobody writes, say, or a hung
+// network filesystem — instead of going unheard until the read returns.
 func (e *env) LoadConfigFor(use configUse) (*Config, error) {
-	return LoadConfigFor(e.ConfigPath, e.Getenv, use)
+	if e.ctx == nil {
+		return LoadConfigFor(e.ConfigPath, e.Getenv, use)
+	}
+	type loaded struct {
+		cfg *Config
+		err error
+	}
+	// Buffered: a load abandoned on a signal can still finish and leave.
+	ch := make(chan loaded, 1)
+	go func() {
+		cfg, err := LoadConfigFor(e.ConfigPath, e.Getenv, use)
+		ch <- loaded{cfg, err}
+	}()
+	select {
+	case l := <-ch:
+		return l.cfg, l.err
+	case <-e.ctx.Done():
+		return nil, fmt.Errorf("stopped while reading the configuration %s: %w", e.ConfigPath, context.Cause(e.ctx))
+	}
 }
 
 // NewLogging builds the process's logger from cfg, writing to e.Stderr.
@@ -244,6 +267,7 @@ func dispatch(ctx context.Context, cmds []command, args []string, getenv func(st
 		Stderr:     stderr,
 		Getenv:     getenv,
 		ConfigPath: resolveConfigPath(configPath, getenv),
+		ctx:        ctx,
 	}
 	if err := body(ctx, e); err != nil {
 		return &commandError{cmd: name, err: err}

@@ -71,7 +71,13 @@ type Config struct {
 	// after parsing can point at both as well as the key.
 	file  string
 	lines map[string]int
+	// warnings are problems worth an operator's attention that do not stop
+	// orderd, such as a secret file other users can read; run logs them.
+	warnings []string
 }
+
+// Warnings returns what loading found worth a warning, each naming the key.
+func (c *Config) Warnings() []string { return c.warnings }
 
 // ProviderConfig is how orderd reaches and trusts the payment provider.
 type ProviderConfig struct {
@@ -415,7 +421,7 @@ func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Con
 		return nil, withFile(err, path)
 	}
 	cfg.file = path
-	if err := cfg.resolveSecrets(getenv, os.ReadFile, use); err != nil {
+	if err := cfg.resolveSecrets(getenv, use); err != nil {
 		return nil, withFile(err, path)
 	}
 	if err := cfg.validate(use); err != nil {
@@ -442,17 +448,27 @@ func withFile(err error, path string) error {
 }
 
 // resolveSecrets fills the secret fields of the parts in use from their
-// files and the environment, in the order documented on LoadConfig.
-func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string) ([]byte, error), use configUse) error {
+// files and the environment, in the order documented on LoadConfig. Secret
+// files must be regular files of at most maxSecretFileBytes (see
+// openSecretFile); one that other users can read is a warning. The NATS
+// credentials and TLS files, which the NATS client reads itself, are
+// checked the same way.
+func (c *Config) resolveSecrets(getenv func(string) string, use configUse) error {
 	var errs []error
+	warnReadable := func(key, path string) {
+		c.warnings = append(c.warnings, fmt.Sprintf("%s: %s is readable by other users; make it readable by orderd only (chmod 600) or pass it as a systemd credential", key, path))
+	}
 	fromFile := func(key, path string) (Secret, bool) {
 		if path == "" {
 			return "", false
 		}
-		b, err := readFile(path)
+		b, readable, err := readSecretFile(path)
 		if err != nil {
 			errs = append(errs, c.errorf(key, "%v", err))
 			return "", false
+		}
+		if readable {
+			warnReadable(key, path)
 		}
 		s := strings.TrimSpace(string(b))
 		if s == "" {
@@ -460,6 +476,23 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 			return "", false
 		}
 		return Secret(s), true
+	}
+	checkFile := func(key, path string, secret bool) {
+		if path == "" {
+			return
+		}
+		readable, err := checkSecretFile(path)
+		if err != nil {
+			errs = append(errs, c.errorf(key, "%v", err))
+		} else if readable && secret {
+			warnReadable(key, path)
+		}
+	}
+	if use.NATS {
+		checkFile("nats.credentials_file", c.NATS.CredentialsFile, true)
+		checkFile("nats.tls.key_file", c.NATS.TLS.KeyFile, true)
+		checkFile("nats.tls.cert_file", c.NATS.TLS.CertFile, false)
+		checkFile("nats.tls.ca_file", c.NATS.TLS.CAFile, false)
 	}
 
 	if !use.Provider {
@@ -499,9 +532,14 @@ func (c *Config) ProviderPublicKeys() ([]crypto.PublicKey, error) {
 	}
 	var keys []crypto.PublicKey
 	for i, f := range c.Provider.PublicKeys {
-		ks, err := provider.LoadPublicKeys(f)
+		key := fmt.Sprintf("provider.public_keys[%d]", i)
+		b, _, err := readSecretFile(f)
 		if err != nil {
-			return nil, c.errorf(fmt.Sprintf("provider.public_keys[%d]", i), "%v", err)
+			return nil, c.errorf(key, "public key file: %v", err)
+		}
+		ks, err := provider.ParsePublicKeys(b)
+		if err != nil {
+			return nil, c.errorf(key, "public key file %s: %v", f, err)
 		}
 		keys = append(keys, ks...)
 	}

@@ -30,6 +30,9 @@ func runCommand() command {
 				if err != nil {
 					return err
 				}
+				for _, w := range cfg.Warnings() {
+					lg.Logger.Warn(w)
+				}
 				return serve(ctx, e, cfg, lg, daemonOptions{}, nil)
 			}
 		},

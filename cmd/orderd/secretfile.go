@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// maxSecretFileBytes bounds a secret or key file: an API key, a token, a
+// PEM bundle of public keys, NATS credentials. A real one is a few KiB; a
+// file pointing at /dev/zero or a log would otherwise be read until the
+// machine runs out of memory.
+const maxSecretFileBytes = 64 << 10
+
+// openSecretFile opens a secret or key file for reading and checks what it
+// is: a regular file (a FIFO would block start-up until someone writes to
+// it, a device can be endless, a directory is a mistake) of at most
+// maxSecretFileBytes. It opens without blocking, so a FIFO is refused at
+// once instead of waiting for a writer. worldReadable reports whether
+// other users may read it.
+func openSecretFile(path string) (f *os.File, worldReadable bool, err error) {
+	f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, false, fmt.Errorf("%s is not a regular file (it is %s)", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > maxSecretFileBytes {
+		f.Close()
+		return nil, false, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+	}
+	return f, fi.Mode().Perm()&0o004 != 0, nil
+}
+
+// readSecretFile reads a secret or key file checked by openSecretFile,
+// refusing one that grows past the limit while it is read.
+func readSecretFile(path string) (b []byte, worldReadable bool, err error) {
+	f, worldReadable, err := openSecretFile(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	b, err = io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(b) > maxSecretFileBytes {
+		return nil, false, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+	}
+	return b, worldReadable, nil
+}
+
+// checkSecretFile checks a file that another library reads (NATS
+// credentials, TLS files) the way readSecretFile would, without reading it.
+func checkSecretFile(path string) (worldReadable bool, err error) {
+	f, worldReadable, err := openSecretFile(path)
+	if err != nil {
+		return false, err
+	}
+	return worldReadable, f.Close()
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	default:
+		return "not a plain file"
+	}
+}
