@@ -223,14 +223,7 @@ func TestMonitoring_MetricNamesAreExported(t *testing.T) {
 			t.Errorf("%s is not exported by orderd (single node); used in %s", name, strings.Join(need[single][name], ", "))
 		}
 	}
-	for _, family := range slices.Sorted(maps.Keys(d.families)) {
-		if !strings.HasPrefix(family, "orderd_") {
-			continue
-		}
-		if !used[family] && !used[family+"_bucket"] && !used[family+"_sum"] && !used[family+"_count"] {
-			t.Errorf("orderd exports %s, but no alerting rule or dashboard panel uses it: add it to orderd-dashboard.json (and an alert with its RUNBOOK.md paragraph if it must wake someone)", family)
-		}
-	}
+	unwatched(t, d.families, used)
 	d.stop(t)
 
 	if len(need[replicated]) == 0 {
@@ -244,7 +237,23 @@ func TestMonitoring_MetricNamesAreExported(t *testing.T) {
 			t.Errorf("%s is not exported by orderd in replicated mode; used in %s", name, strings.Join(need[replicated][name], ", "))
 		}
 	}
+	unwatched(t, rep.families, used)
 	rep.stop(t)
+	t.Logf("single node: %d names checked; replicated mode: %d", len(need[single]), len(need[replicated]))
+}
+
+// unwatched fails the test for each orderd_ metric family that no rule or
+// panel uses.
+func unwatched(t *testing.T, families map[string]string, used map[string]bool) {
+	t.Helper()
+	for _, family := range slices.Sorted(maps.Keys(families)) {
+		if !strings.HasPrefix(family, "orderd_") {
+			continue
+		}
+		if !used[family] && !used[family+"_bucket"] && !used[family+"_sum"] && !used[family+"_count"] {
+			t.Errorf("orderd exports %s, but no alerting rule or dashboard panel uses it: add it to orderd-dashboard.json (and an alert with its RUNBOOK.md paragraph if it must wake someone)", family)
+		}
+	}
 }
 
 // buildOrderd builds the orderd binary into the test's directory.
@@ -455,10 +464,9 @@ func (d *daemon) stop(t *testing.T) {
 	}
 }
 
-// replicatedDaemon starts orderd in replicated mode on a three-node NATS
-// cluster in this process, with the config keys of the design's contract
-// (cluster.enabled, nats.url). Only called once a rule or a panel uses a
-// metric of that mode.
+// replicatedDaemon starts orderd in replicated mode (cluster.enabled) as
+// the one instance on a three-node NATS cluster in this process; it takes
+// the lease, so it exports the leader's metrics too.
 func replicatedDaemon(t *testing.T, bin string) *daemon {
 	t.Helper()
 	c, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
