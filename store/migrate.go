@@ -69,6 +69,9 @@ func loadMigrations() ([]migration, error) {
 // creating the file if needed, and returns. It is what `orderd migrate`
 // runs; Open does the same on start.
 func Migrate(ctx context.Context, path string) error {
+	if err := createPrivate(path); err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
 	db, err := sql.Open("sqlite", writerDSN(path, false))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
@@ -195,6 +196,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		close(s.done)
 		s.closed = true
 	} else {
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
 		if err := s.openWriter(ctx); err != nil {
 			return nil, err
 		}
@@ -222,6 +226,22 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		go s.run()
 	}
 	return s, nil
+}
+
+// createPrivate creates the database file at path, empty and readable by
+// its owner only (0600), unless it exists. The database holds customer
+// data; SQLite would create it 0644 less the umask, and it gives the WAL
+// and shared-memory files it makes beside a database the database file's
+// mode, so those stay private too. An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func (s *Store) openWriter(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"orderd/store"
@@ -162,5 +163,60 @@ func TestStore_IntegrityCheck(t *testing.T) {
 	defer ro.Close(context.Background())
 	if err := ro.IntegrityCheck(t.Context()); err == nil {
 		t.Error("integrity check passed on a damaged file")
+	}
+}
+
+// TestOpen_createsPrivateFiles: the database holds customer data, so a
+// database orderd creates is readable by its owner only (0600), and so are
+// the WAL and shared-memory files SQLite makes beside it, whatever the
+// umask lets through. An existing file keeps the mode its owner gave it.
+func TestOpen_createsPrivateFiles(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+	s, path := openStore(t, store.Options{})
+	if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("1.00").json(false))); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %o, want 600", filepath.Base(p), m)
+		}
+	}
+
+	existing := filepath.Join(t.TempDir(), "existing.db")
+	if err := os.WriteFile(existing, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := store.Open(t.Context(), existing, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(existing); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("existing database's mode changed: %v %v", fi.Mode(), err)
+	}
+
+	// Migrate alone and a backup create theirs private too.
+	migrated := filepath.Join(t.TempDir(), "migrated.db")
+	if err := store.Migrate(t.Context(), migrated); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := s.Backup(t.Context(), backup); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{migrated, backup} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v %v, want 600", filepath.Base(p), fi.Mode(), err)
+		}
+	}
+	if _, err := store.CheckBackup(t.Context(), backup); err != nil {
+		t.Errorf("the backup made into a file created first is not a database: %v", err)
 	}
 }
