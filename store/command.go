@@ -128,6 +128,11 @@ func (s *Store) Exec(ctx context.Context, cmd Command) (any, error) {
 		v, err = cmd.Apply(tx)
 		return err
 	}, rr)
+	if errors.Is(err, ErrUnconfirmed) {
+		// ctx ended while the writer was running the command, which may
+		// still be setting v: it is not ours to read.
+		return nil, err
+	}
 	return v, err
 }
 
