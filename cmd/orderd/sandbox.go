@@ -8,13 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -34,7 +37,9 @@ func sandboxCommand() command {
 		Help: "Starts the built-in fake provider, orderd with an embedded NATS server and a database in\n" +
 			"./" + sandboxDir + "/, and demo traffic: orders created through the gateway, completed,\n" +
 			"rejected, repeated, delivered late and out of order, one left in doubt, one the webhooks miss.\n" +
-			"Uses the default ports where free, else free ones, and prints where everything listens.",
+			"Uses the default ports where free, else free ones, and prints where everything listens.\n" +
+			"The fake provider keeps its books in " + sandboxStateFile + " beside the database, so a restart\n" +
+			"carries on with the same orders, stream and balances; remove the directory to start afresh.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			dir := fs.String("dir", sandboxDir, "`DIR` for the database, NATS store, keys and config")
 			demo := fs.Bool("demo", true, "generate demo traffic")
@@ -52,6 +57,20 @@ func sandboxCommand() command {
 	}
 }
 
+// The sandbox's preferred addresses; any free port is used instead of one
+// that is taken.
+const (
+	sandboxReceiver = "127.0.0.1:8080"
+	sandboxAdmin    = "127.0.0.1:8081"
+	sandboxNATS     = "127.0.0.1:4222"
+	sandboxProvider = "127.0.0.1:8090"
+	anyLoopbackPort = "127.0.0.1:0"
+)
+
+// sandboxStateFile is where the fake provider keeps its books, beside the
+// database, so that a restarted sandbox finds the provider as it left it.
+const sandboxStateFile = "provider-state.json"
+
 func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.Duration) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
@@ -60,68 +79,116 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 	if err != nil {
 		return err
 	}
-	recvAddr := pickAddr("127.0.0.1:8080")
-	adminAddr := pickAddr("127.0.0.1:8081")
-	natsAddr := pickAddr("127.0.0.1:4222")
-	publicURL := "http://" + recvAddr + "/webhooks/orders"
+	// A database left by a sandbox that did not keep the provider's books
+	// (an older version) describes orders the fake no longer has.
+	stateFile := filepath.Join(abs, sandboxStateFile)
+	_, dbErr := os.Stat(filepath.Join(abs, "orderd.db"))
+	_, stateErr := os.Stat(stateFile)
+	orphanDB := dbErr == nil && errors.Is(stateErr, fs.ErrNotExist)
 
-	fake, err := providertest.Start(providertest.Options{
-		Listen:            pickAddr("127.0.0.1:8090"),
+	opts := providertest.Options{
+		Listen:            sandboxProvider,
 		WebhookBaseDelay:  500 * time.Millisecond,
 		MaxWebhookDelay:   10 * time.Second,
 		DuplicateWebhooks: 0.3,
 		OutOfOrder:        true,
 		InitialBalances:   map[string]string{"brl": "10000.00", "mxn": "50000.00"},
 		ControlAPI:        true,
-	})
+		StateFile:         stateFile,
+	}
+	fake, err := providertest.Start(opts)
+	if err != nil && isAddrInUse(err) {
+		opts.Listen = anyLoopbackPort
+		fake, err = providertest.Start(opts)
+	}
 	if err != nil {
 		return fmt.Errorf("fake provider: %w", err)
 	}
 	defer fake.Close()
 
-	cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsAddr, publicURL)
+	// The listeners are bound here and handed to the daemon, so the
+	// addresses written into the config are the ones it serves on.
+	recvLn, err := listenPreferred(sandboxReceiver)
 	if err != nil {
 		return err
 	}
-	e.ConfigPath = cfgPath
-	cfg, err := e.LoadConfig()
+	defer recvLn.Close()
+	adminLn, err := listenPreferred(sandboxAdmin)
 	if err != nil {
 		return err
 	}
-	lg, err := e.NewLogging(cfg.Log)
-	if err != nil {
-		return err
-	}
-	return serve(ctx, e, cfg, lg, daemonOptions{}, func(ctx context.Context, d *daemon) error {
-		printSandbox(e.Stdout, d, fake, cfgPath, abs)
-		if !demo {
-			<-ctx.Done()
+	defer adminLn.Close()
+	recvAddr, adminAddr := recvLn.Addr().String(), adminLn.Addr().String()
+	publicURL := "http://" + recvAddr + "/webhooks/orders"
+	// Orders kept from an earlier run name that run's receiver; their
+	// webhooks go to this one.
+	fake.SetWebhookURLOverride(publicURL)
+
+	// The embedded NATS server binds its port itself: when the preferred
+	// one is taken, start again on any free port.
+	natsListen := sandboxNATS
+	for {
+		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL)
+		if err != nil {
+			return err
+		}
+		e.ConfigPath = cfgPath
+		cfg, err := e.LoadConfig()
+		if err != nil {
+			return err
+		}
+		lg, err := e.NewLogging(cfg.Log)
+		if err != nil {
+			return err
+		}
+		err = serve(ctx, e, cfg, lg, daemonOptions{receiverLn: recvLn, adminLn: adminLn}, func(ctx context.Context, d *daemon) error {
+			if bound := strings.TrimPrefix(d.natsURL, "nats://"); bound != natsListen {
+				// The config names the port NATS really took, so that
+				// "orderd tail -config" finds it.
+				if _, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, bound, publicURL); err != nil {
+					return err
+				}
+			}
+			printSandbox(e.Stdout, d, fake, cfgPath, orphanDB)
+			if !demo {
+				<-ctx.Done()
+				return nil
+			}
+			g := &demoTraffic{
+				admin:    "http://" + d.admin.Addr(),
+				fake:     fake,
+				log:      lg.Logger.With("component", "demo"),
+				every:    every,
+				client:   &http.Client{Timeout: 30 * time.Second},
+				restored: fake.Restored(),
+			}
+			g.run(ctx)
 			return nil
+		})
+		if natsListen != anyLoopbackPort && isAddrInUse(err) && strings.Contains(err.Error(), "nats.embedded") {
+			natsListen = anyLoopbackPort
+			continue
 		}
-		g := &demoTraffic{
-			admin:  "http://" + d.admin.Addr(),
-			fake:   fake,
-			log:    lg.Logger.With("component", "demo"),
-			every:  every,
-			client: &http.Client{Timeout: 30 * time.Second},
-		}
-		g.run(ctx)
-		return nil
-	})
+		return err
+	}
 }
 
-// pickAddr returns want when it can be bound now, else a free loopback port.
-func pickAddr(want string) string {
-	if ln, err := net.Listen("tcp", want); err == nil {
-		ln.Close()
-		return want
+// listenPreferred binds want, or any free loopback port when want is taken.
+func listenPreferred(want string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", want)
+	if err == nil {
+		return ln, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return want
+	if ln, err2 := net.Listen("tcp", anyLoopbackPort); err2 == nil {
+		return ln, nil
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return nil, err
+}
+
+// isAddrInUse reports an error from binding a port that is taken. The
+// embedded NATS server reports it as text, so the text is what is checked.
+func isAddrInUse(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
 }
 
 // writeSandboxConfig writes the fake provider's public key, API key and a
@@ -177,7 +244,23 @@ log:
 	return path, os.WriteFile(path, b.Bytes(), 0o600)
 }
 
-func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath, dir string) {
+// selfCommand is how the banner spells this program: "go run ./cmd/orderd"
+// when it was started that way (its binary is in Go's build cache), else
+// the name it was started by.
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil || strings.Contains(exe, "go-build") {
+		return "go run ./cmd/orderd"
+	}
+	if p, err := exec.LookPath(filepath.Base(exe)); err == nil && p == exe {
+		return filepath.Base(exe)
+	}
+	return exe
+}
+
+func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath string, orphanDB bool) {
+	self := selfCommand()
+	dir := filepath.Dir(cfgPath)
 	fmt.Fprintf(w, `orderd sandbox is running. Ctrl-C stops it.
 
   fake provider   %s  (API key %q)
@@ -188,18 +271,40 @@ func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath, di
   config          %s
 
 Watch the events:
-  go run ./cmd/orderd tail -server %s
-  nats sub '%s.>' --server %s
+  %s tail -config %s
+  (or, with the nats CLI if you have it: nats sub '%s.>' --server %s)
 
 Look up an order:  curl -s http://%s/v1/orders/<merchantOrderId>
-Run the reconciler now:  go run ./cmd/orderd reconcile -config %s
-Report for today:  go run ./cmd/orderd report -config %s -from %s -to %s -format html -o report.html
+Run the reconciler now:  %s reconcile -config %s
+Report for today:  %s report -config %s -from %s -to %s -format html -o report.html
 
 `, fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
 		d.natsURL, d.cfg.NATS.Stream, d.cfg.NATS.SubjectPrefix, d.cfg.Store.Path, cfgPath,
-		d.natsURL, d.cfg.NATS.SubjectPrefix, d.natsURL, d.admin.Addr(), cfgPath, cfgPath,
+		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL,
+		d.admin.Addr(), self, cfgPath, self, cfgPath,
 		time.Now().UTC().Format(time.DateOnly), time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly))
-	_ = dir
+	if fake.Restored() {
+		fmt.Fprintf(w, `Restarted: the database, the NATS stream and the fake provider's books
+(%s) are as the last run left them; webhooks that were still
+being retried and the demo's pending steps were lost (the reconciler polls
+the orders they were about). Remove %s to start from scratch.
+
+`, sandboxStateFile, dir)
+	} else {
+		fmt.Fprintf(w, `Everything is kept in %s: stopped and started again, the sandbox
+carries on with the same orders, stream and provider balances. Remove the
+directory to start from scratch.
+
+`, dir)
+	}
+	if orphanDB {
+		fmt.Fprintf(w, `Note: the database in %s was left by a sandbox that did not keep the
+provider's books, so the fake provider no longer knows its orders: expect
+balance_drift findings and ORDER_NOT_FOUND polls for them. Remove the
+directory to start clean.
+
+`, dir)
+	}
 }
 
 // demoTraffic drives the sandbox the way a merchant platform and its
@@ -210,14 +315,27 @@ type demoTraffic struct {
 	log    *slog.Logger
 	every  time.Duration
 	client *http.Client
-	n      int
-	done   []string // completed payins, candidates for refunds
+	// restored: the fake carries on from an earlier run's books.
+	restored bool
+	n        int
+	done     []string // completed payins, candidates for refunds
 }
 
 func (g *demoTraffic) run(ctx context.Context) {
-	// One balance movement with no order behind it, so the balance job
-	// has a drift to find and explain as unexplained.
-	_ = g.fake.AdjustBalance("brl", "-12.34")
+	if g.restored {
+		// The earlier run's pending steps died with it: the payers of
+		// its orders still open pay now.
+		for _, o := range g.fake.Orders() {
+			if o.Status == provider.StatusProcessing && strings.HasPrefix(o.MerchantOrderID, "demo-") {
+				_ = g.fake.Complete(o.MerchantOrderID)
+			}
+		}
+	} else {
+		// One balance movement with no order behind it, so the balance
+		// job has a drift to find and explain as unexplained. Only on a
+		// fresh start: a restart moves no money.
+		_ = g.fake.AdjustBalance("brl", "-12.34")
+	}
 	t := time.NewTicker(g.every)
 	defer t.Stop()
 	for {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sandboxRun is one in-process "orderd sandbox -demo=false".
+type sandboxRun struct {
+	stdout, stderr     *syncBuffer
+	admin, fake, fkey  string
+	stop               context.CancelFunc
+	done               chan error
+	banner, configPath string
+}
+
+var (
+	bannerAdmin = regexp.MustCompile(`admin API +http://(\S+)`)
+	bannerFake  = regexp.MustCompile(`fake provider +(\S+) +\(API key "([^"]+)"\)`)
+)
+
+// startSandbox runs the sandbox in dir until the test stops it, and waits
+// until it has printed its banner and is ready.
+func startSandbox(t *testing.T, dir string) *sandboxRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	s := &sandboxRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, done: make(chan error, 1),
+		configPath: filepath.Join(dir, "config.yaml")}
+	go func() {
+		s.done <- run(ctx, []string{"orderd", "sandbox", "-demo=false", "-dir", dir}, func(string) string { return "" },
+			nil, s.stdout, s.stderr)
+	}()
+	t.Cleanup(func() { s.close(t) })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out := s.stdout.String()
+		if strings.Contains(out, "to start from scratch.") {
+			s.banner = out
+			break
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err
+			t.Fatalf("the sandbox returned before its banner: %v\n%s", err, s.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner within 30s:\n%s\n%s", out, s.stderr)
+		}
+	}
+	m, f := bannerAdmin.FindStringSubmatch(s.banner), bannerFake.FindStringSubmatch(s.banner)
+	if m == nil || f == nil {
+		t.Fatalf("the banner does not say where the admin API and the fake are:\n%s", s.banner)
+	}
+	s.admin, s.fake, s.fkey = m[1], f[1], f[2]
+	waitReady(t, s.admin, s.done)
+	return s
+}
+
+// close stops the sandbox and waits for it to return.
+func (s *sandboxRun) close(t *testing.T) {
+	t.Helper()
+	s.stop()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		if err != nil {
+			t.Errorf("the sandbox returned %v\n%s", err, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the sandbox did not stop within 30s")
+	}
+}
+
+// do sends a JSON request and returns the status and body.
+func do(t *testing.T, method, url, auth, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitStatus polls orderd until it has the order in status.
+func (s *sandboxRun) waitStatus(t *testing.T, moid, status string) {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var code int
+		if code, body = do(t, "GET", "http://"+s.admin+"/v1/orders/"+moid, "", ""); code == http.StatusOK &&
+			strings.Contains(body, `"status":"`+status+`"`) {
+			return
+		}
+	}
+	t.Fatalf("orderd does not have %s %s within 20s: %s", moid, status, body)
+}
+
+// TestSandbox_Restart: a sandbox stopped and started again finds the fake
+// provider as it left it — its orders and balances — so the restart shows
+// up as no drift and no unknown order, and the banner says what a restart
+// keeps.
+func TestSandbox_Restart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sb")
+	s := startSandbox(t, dir)
+	if !strings.Contains(s.banner, "tail -config "+s.configPath) || strings.Contains(s.banner, "Restarted") {
+		t.Errorf("first banner:\n%s", s.banner)
+	}
+	for _, moid := range []string{"sb-1", "sb-2", "sb-3"} {
+		code, body := do(t, "POST", "http://"+s.admin+"/v1/payins", "",
+			`{"merchantOrderId":"`+moid+`","invoice":{"amount":"100.00","currency":"brl"},"client":{"name":"Test"}}`)
+		if code != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", moid, code, body)
+		}
+	}
+	for _, moid := range []string{"sb-1", "sb-2"} {
+		if code, body := do(t, "POST", s.fake+"/_control/complete", s.fkey, `{"merchantOrderId":"`+moid+`"}`); code != http.StatusOK {
+			t.Fatalf("complete %s: %d %s", moid, code, body)
+		}
+		s.waitStatus(t, moid, "completed")
+	}
+	balances := func(when string) string {
+		t.Helper()
+		r := runOrderd(t, nil, nil, "reconcile", "-config", s.configPath, "-job", "balances")
+		if r.code != 0 {
+			t.Fatalf("balances %s: exit %d\n%s%s", when, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	balances("before the restart")
+	s.close(t)
+
+	s = startSandbox(t, dir)
+	for _, want := range []string{"Restarted:", "provider-state.json", "tail -config " + s.configPath, "nats sub"} {
+		if !strings.Contains(s.banner, want) {
+			t.Errorf("banner after the restart does not say %q:\n%s", want, s.banner)
+		}
+	}
+	if i, j := strings.Index(s.banner, "tail -config"), strings.Index(s.banner, "nats sub"); i > j {
+		t.Errorf("the banner offers nats sub before orderd tail:\n%s", s.banner)
+	}
+	// The fake still knows the open order and pays it; the webhook reaches
+	// this run's receiver.
+	if code, body := do(t, "POST", s.fake+"/_control/complete", s.fkey, `{"merchantOrderId":"sb-3"}`); code != http.StatusOK {
+		t.Fatalf("complete sb-3 after the restart: %d %s", code, body)
+	}
+	s.waitStatus(t, "sb-3", "completed")
+	if out := balances("after the restart"); !strings.Contains(out, "balances    ok ") || strings.Contains(out, "drifting=") {
+		t.Errorf("balances after the restart:\n%s", out)
+	}
+	code, body := do(t, "GET", "http://"+s.admin+"/v1/findings?state=all&kind=balance_drift", "", "")
+	var page struct{ Findings []json.RawMessage }
+	if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil || len(page.Findings) != 0 {
+		t.Errorf("balance_drift findings after the restart: %d %s", code, body)
+	}
+	if strings.Contains(s.stderr.String(), "ORDER_NOT_FOUND") {
+		t.Errorf("the restarted sandbox polled orders the provider does not know:\n%s", s.stderr)
+	}
+}
