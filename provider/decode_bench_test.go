@@ -64,3 +64,25 @@ func BenchmarkDecodeOrder(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOrder_Fingerprint measures the hand-written canonical encoding
+// beside the encoding/json one it replaced (referenceFingerprint), on the
+// same decoded order.
+func BenchmarkOrder_Fingerprint(b *testing.B) {
+	o, err := provider.DecodeOrder([]byte(completedOrder))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("hand-written", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = o.Fingerprint()
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = referenceFingerprint(o)
+		}
+	})
+}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"slices"
 	"strings"
 	"time"
+
+	"orderd/internal/jsonenc"
 )
 
 // Fingerprint returns the hex SHA-256 of a canonical JSON of the fields that
@@ -19,76 +20,108 @@ import (
 // out and amounts are normalised ("5" and "5.00" are equal), so a webhook
 // and a poll of the same state have the same fingerprint whatever their JSON
 // formatting.
+//
+// The canonical JSON is, byte for byte, what encoding/json wrote for it
+// when this function used it (fingerprints are part of stored event ids and
+// must never change); it is written by hand because it is computed for every
+// webhook:
+//
+//	{"id":…,"merchantOrderId":…,"type":…,"status":…,"rejectReason":null|…,
+//	 "merchantSourceWallet":null|["<amount>","<currency>"],"merchantTargetWallet":…,
+//	 "transactions":[{"id":…,"type":…,"status":…,"authorized":null|[…],
+//	   "merchantWallet":…,"amount":…,"completedAt":"<RFC 3339 UTC>"|"","rejectReason":…},…]}
 func (o *Order) Fingerprint() string {
-	c := canonicalOrder{
-		ID:              o.ID,
-		MerchantOrderID: o.MerchantOrderID,
-		Type:            string(o.Type),
-		Status:          string(o.Status),
-		RejectReason:    o.RejectReason,
-		Source:          canonicalMoney(o.MerchantSourceWallet),
-		Target:          canonicalMoney(o.MerchantTargetWallet),
-		Transactions:    make([]canonicalTx, 0, len(o.Transactions)),
+	// Each transaction's canonical form goes into one scratch buffer;
+	// spans index it, since appending may move it.
+	type span struct {
+		id         string
+		start, end int
 	}
-	for _, t := range o.Transactions {
-		ct := canonicalTx{
-			ID:             t.ID,
-			Type:           t.Type,
-			Status:         string(t.Status),
-			Authorized:     canonicalMoney(t.Authorized),
-			MerchantWallet: canonicalMoney(t.MerchantWallet),
-			Amount:         canonicalMoney(t.Amount),
-			RejectReason:   t.RejectReason,
-		}
-		if !t.CompletedAt.IsZero() {
-			ct.CompletedAt = t.CompletedAt.UTC().Format(time.RFC3339Nano)
-		}
-		c.Transactions = append(c.Transactions, ct)
+	scratch := make([]byte, 0, 384*len(o.Transactions))
+	txs := make([]span, len(o.Transactions))
+	for i := range o.Transactions {
+		t := &o.Transactions[i]
+		start := len(scratch)
+		scratch = appendCanonicalTx(scratch, t)
+		txs[i] = span{id: t.ID, start: start, end: len(scratch)}
 	}
 	// Sort by id; transactions that share an id (which the provider should
 	// not send) are ordered by their whole canonical form, so the input's
 	// order never matters.
-	slices.SortFunc(c.Transactions, func(a, b canonicalTx) int {
-		if c := strings.Compare(a.ID, b.ID); c != 0 {
+	slices.SortFunc(txs, func(a, b span) int {
+		if c := strings.Compare(a.id, b.id); c != 0 {
 			return c
 		}
-		ja, _ := json.Marshal(a)
-		jb, _ := json.Marshal(b)
-		return bytes.Compare(ja, jb)
+		return bytes.Compare(scratch[a.start:a.end], scratch[b.start:b.end])
 	})
-	// Marshalling these plain structs cannot fail.
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// The canonical structs fix field order and names; encoding/json writes
-// struct fields in declaration order, which makes the output canonical.
-type canonicalOrder struct {
-	ID              string        `json:"id"`
-	MerchantOrderID string        `json:"merchantOrderId"`
-	Type            string        `json:"type"`
-	Status          string        `json:"status"`
-	RejectReason    *string       `json:"rejectReason"`
-	Source          *[2]string    `json:"merchantSourceWallet"`
-	Target          *[2]string    `json:"merchantTargetWallet"`
-	Transactions    []canonicalTx `json:"transactions"`
-}
-
-type canonicalTx struct {
-	ID             string     `json:"id"`
-	Type           string     `json:"type"`
-	Status         string     `json:"status"`
-	Authorized     *[2]string `json:"authorized"`
-	MerchantWallet *[2]string `json:"merchantWallet"`
-	Amount         *[2]string `json:"amount"`
-	CompletedAt    string     `json:"completedAt"`
-	RejectReason   *string    `json:"rejectReason"`
-}
-
-func canonicalMoney(m *Money) *[2]string {
-	if m == nil {
-		return nil
+	b := make([]byte, 0, 256+len(scratch)+len(txs))
+	b = append(b, `{"id":`...)
+	b = jsonenc.AppendString(b, o.ID)
+	b = append(b, `,"merchantOrderId":`...)
+	b = jsonenc.AppendString(b, o.MerchantOrderID)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, string(o.Type))
+	b = append(b, `,"status":`...)
+	b = jsonenc.AppendString(b, string(o.Status))
+	b = append(b, `,"rejectReason":`...)
+	b = appendOptString(b, o.RejectReason)
+	b = append(b, `,"merchantSourceWallet":`...)
+	b = appendCanonicalMoney(b, o.MerchantSourceWallet)
+	b = append(b, `,"merchantTargetWallet":`...)
+	b = appendCanonicalMoney(b, o.MerchantTargetWallet)
+	b = append(b, `,"transactions":[`...)
+	for i, t := range txs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, scratch[t.start:t.end]...)
 	}
-	return &[2]string{NormalizeAmount(m.Amount), m.Currency}
+	b = append(b, "]}"...)
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
+}
+
+// appendCanonicalTx appends a transaction's canonical JSON.
+func appendCanonicalTx(b []byte, t *Transaction) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonenc.AppendString(b, t.ID)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, t.Type)
+	b = append(b, `,"status":`...)
+	b = jsonenc.AppendString(b, string(t.Status))
+	b = append(b, `,"authorized":`...)
+	b = appendCanonicalMoney(b, t.Authorized)
+	b = append(b, `,"merchantWallet":`...)
+	b = appendCanonicalMoney(b, t.MerchantWallet)
+	b = append(b, `,"amount":`...)
+	b = appendCanonicalMoney(b, t.Amount)
+	b = append(b, `,"completedAt":"`...)
+	if !t.CompletedAt.IsZero() {
+		// RFC 3339 needs no escaping.
+		b = t.CompletedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	b = append(b, `","rejectReason":`...)
+	b = appendOptString(b, t.RejectReason)
+	return append(b, '}')
+}
+
+func appendOptString(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonenc.AppendString(b, *s)
+}
+
+// appendCanonicalMoney appends null or ["<normalised amount>","<currency>"].
+func appendCanonicalMoney(b []byte, m *Money) []byte {
+	if m == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	b = jsonenc.AppendString(b, NormalizeAmount(m.Amount))
+	b = append(b, ',')
+	b = jsonenc.AppendString(b, m.Currency)
+	return append(b, ']')
 }

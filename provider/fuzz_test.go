@@ -46,6 +46,9 @@ func FuzzDecodeOrder(f *testing.F) {
 			return
 		}
 		fp := o.Fingerprint()
+		if ref := referenceFingerprint(o); fp != ref {
+			t.Fatalf("Fingerprint %s differs from the encoding/json reference %s\ninput %q", fp, ref, data)
+		}
 		enc, err := json.Marshal(o)
 		if err != nil {
 			t.Fatalf("a decoded order does not encode: %v\ninput %q", err, data)

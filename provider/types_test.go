@@ -1,11 +1,16 @@
 package provider_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"orderd/provider"
 )
@@ -335,5 +340,75 @@ func TestDecodeEnvelope(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// referenceFingerprint is Fingerprint as it was first written, with
+// encoding/json over canonical structs: the hand-written encoder must give
+// the same fingerprints, since they are part of stored event ids.
+func referenceFingerprint(o *provider.Order) string {
+	type canonicalTx struct {
+		ID             string     `json:"id"`
+		Type           string     `json:"type"`
+		Status         string     `json:"status"`
+		Authorized     *[2]string `json:"authorized"`
+		MerchantWallet *[2]string `json:"merchantWallet"`
+		Amount         *[2]string `json:"amount"`
+		CompletedAt    string     `json:"completedAt"`
+		RejectReason   *string    `json:"rejectReason"`
+	}
+	money := func(m *provider.Money) *[2]string {
+		if m == nil {
+			return nil
+		}
+		return &[2]string{provider.NormalizeAmount(m.Amount), m.Currency}
+	}
+	c := struct {
+		ID              string        `json:"id"`
+		MerchantOrderID string        `json:"merchantOrderId"`
+		Type            string        `json:"type"`
+		Status          string        `json:"status"`
+		RejectReason    *string       `json:"rejectReason"`
+		Source          *[2]string    `json:"merchantSourceWallet"`
+		Target          *[2]string    `json:"merchantTargetWallet"`
+		Transactions    []canonicalTx `json:"transactions"`
+	}{o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), o.RejectReason,
+		money(o.MerchantSourceWallet), money(o.MerchantTargetWallet), make([]canonicalTx, 0, len(o.Transactions))}
+	for _, t := range o.Transactions {
+		ct := canonicalTx{ID: t.ID, Type: t.Type, Status: string(t.Status), Authorized: money(t.Authorized),
+			MerchantWallet: money(t.MerchantWallet), Amount: money(t.Amount), RejectReason: t.RejectReason}
+		if !t.CompletedAt.IsZero() {
+			ct.CompletedAt = t.CompletedAt.UTC().Format(time.RFC3339Nano)
+		}
+		c.Transactions = append(c.Transactions, ct)
+	}
+	slices.SortFunc(c.Transactions, func(a, b canonicalTx) int {
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		return bytes.Compare(ja, jb)
+	})
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func TestOrder_FingerprintMatchesReference(t *testing.T) {
+	for _, in := range []string{
+		fpBase, futureOrder,
+		`{"id":"o<&>","merchantOrderId":"m\u2028\"","type":"payin","status":"completed","rejectReason":"a\tb","transactions":[` +
+			`{"id":"=","type":"payin","status":"completed","completedAt":"2026-01-02T03:04:05.123456789+05:30"},` +
+			`{"id":"<","type":"refund","status":"new","rejectReason":"x"},{"id":"<","type":"refund","status":"new"}]}`,
+		`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","transactions":[]}`,
+	} {
+		o, err := provider.DecodeOrder([]byte(in))
+		if err != nil {
+			t.Fatalf("DecodeOrder(%s): %v", in, err)
+		}
+		if got, want := o.Fingerprint(), referenceFingerprint(o); got != want {
+			t.Errorf("Fingerprint = %s, reference %s, for %s", got, want, in)
+		}
 	}
 }

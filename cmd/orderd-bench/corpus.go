@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -166,4 +167,41 @@ func loadKey(path string) (crypto.Signer, error) {
 		return nil, usagef("-key: %s: %v", path, err)
 	}
 	return signer, nil
+}
+
+// corpusMeta describes the corpus a -reuse work directory holds, so that a
+// later run with the same shape can use it instead of signing again.
+type corpusMeta struct {
+	Rounds   int `json:"rounds"`
+	PerRound int `json:"per_round"`
+	Shards   int `json:"shards"`
+	ProfileN int `json:"profile_n"`
+}
+
+func writeCorpusMeta(dir string, m corpusMeta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "corpus.json"), b, 0o644)
+}
+
+// sameCorpus reports whether dir holds a key and a corpus of shape m.
+func sameCorpus(dir string, m corpusMeta) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "corpus.json"))
+	if err != nil {
+		return false
+	}
+	var have corpusMeta
+	if json.Unmarshal(b, &have) != nil {
+		return false
+	}
+	if m.ProfileN == 0 {
+		have.ProfileN = 0 // a run without profiles leaves the profile set alone
+	}
+	if have != m {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "bench-key.pem"))
+	return err == nil
 }

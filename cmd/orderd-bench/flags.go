@@ -38,6 +38,9 @@ type options struct {
 	profileDir  string
 	profileTime time.Duration
 	profileN    int
+	explain     string
+	extraYAML   string
+	reuse       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -54,7 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.threads, "t", 2, "wrk threads, in total over every URL")
 	fs.DurationVar(&o.duration, "d", 8*time.Second, "length of one round")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of each target, interleaved")
-	fs.IntVar(&o.perRound, "n", 60000, "distinct webhooks signed for each daemon round; a round that uses them up ends early")
+	fs.IntVar(&o.perRound, "n", 50000, "distinct webhooks signed for each daemon round; a round that uses them up ends early")
 	fs.BoolVar(&o.ceiling, "ceiling", true, "measure the verify-only ceiling in interleaved rounds")
 	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk `binary`")
 	fs.StringVar(&o.workDir, "work", "", "`directory` for the corpus, the key, orderd's files and wrk's output; default: a new temporary one")
@@ -64,7 +67,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "wrk's bound on one request (a longer one is a socket error)")
 	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, one more daemon round while taking CPU and allocation profiles into `directory` (needs admin.pprof, which a started orderd has)")
 	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
-	fs.IntVar(&o.profileN, "profile-n", 50000, "distinct webhooks signed for the profile round")
+	fs.IntVar(&o.profileN, "profile-n", 40000, "distinct webhooks signed for the profile round")
+	fs.StringVar(&o.extraYAML, "orderd-yaml", "", "`file` of YAML appended to the started orderd's configuration: sections it does not set (publish:, cluster:, ...)")
+	fs.BoolVar(&o.reuse, "reuse", false, "with -work and a started orderd: keep the key and the signed corpus in the work directory, and use them again in a later run of the same -rounds, -n, -t and -profile-n instead of signing anew (every run still starts orderd on a fresh database)")
+	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -81,6 +87,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.pids = append(o.pids, n)
 	}
 	switch {
+	case o.reuse && (o.workDir == "" || len(o.urls) > 0):
+		return o, usagef("-reuse needs -work and a started orderd (no -url): only a fresh database can take the same orders again")
+	case len(o.urls) > 0 && o.extraYAML != "":
+		return o, usagef("-orderd-yaml configures a started orderd; it does not go with -url")
 	case len(o.urls) == 0 && (len(o.admins) > 0 || len(o.pids) > 0):
 		return o, usagef("-admin and -pid go with -url")
 	case len(o.urls) > 0 && o.keyFile == "":

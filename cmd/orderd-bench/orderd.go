@@ -31,7 +31,7 @@ type orderdProc struct {
 // a free loopback port, a fresh database and JetStream directory, every
 // reconcile schedule off, the provider never called, pprof on the admin
 // listener (loopback, no token).
-func orderdConfig(dir, pubKey, level string) string {
+func orderdConfig(dir, pubKey, level, extra string) string {
 	return fmt.Sprintf(`provider:
   # Never called: every schedule is off and no creation is made.
   base_url: http://127.0.0.1:9
@@ -53,7 +53,7 @@ reconcile:
 log:
   level: %s
   format: json
-`, pubKey, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level)
+%s`, pubKey, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
 }
 
 var (
@@ -65,13 +65,13 @@ var (
 // waits until it has logged its addresses. It starts at log level info,
 // the level that logs them, and then lowers the level to warn with a
 // reload (SIGHUP), as an operator would run it under load.
-func startOrderd(ctx context.Context, bin, dir, pubKey string) (*orderdProc, error) {
+func startOrderd(ctx context.Context, bin, dir, pubKey, extra string) (*orderdProc, error) {
 	p := &orderdProc{
 		cfgPath: filepath.Join(dir, "orderd.yaml"),
 		logPath: filepath.Join(dir, "orderd.log"),
 		done:    make(chan error, 1),
 	}
-	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "info")), 0o600); err != nil {
+	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "info", extra)), 0o600); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(p.logPath)
@@ -109,7 +109,7 @@ func startOrderd(ctx context.Context, bin, dir, pubKey string) (*orderdProc, err
 			p.admin = "http://" + string(m[1])
 		}
 	}
-	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "warn")), 0o600); err != nil {
+	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "warn", extra)), 0o600); err != nil {
 		p.stop()
 		return nil, err
 	}

@@ -34,6 +34,9 @@ type roundResult struct {
 	peakRSS   int64   // highest RSS seen in the round, bytes (per instance)
 	drained   time.Duration
 	unpublish int64 // accepted in the round and not published within -drain
+	// From /metrics after the round (summed over instances): the Go
+	// heap in use, what the Go runtime holds from the system, and RSS.
+	heapInuse, goSys, rssAfter int64
 }
 
 // bench is one run's state.
@@ -54,6 +57,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
+	if o.explain != "" {
+		return explain(stdout, o.explain)
+	}
 	if _, err := exec.LookPath(o.wrk); err != nil {
 		return fmt.Errorf("%w (install the Debian package wrk; make bench-daemon does)", err)
 	}
@@ -68,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() {
-		if o.keep {
+		if o.keep || o.reuse {
 			b.logf("kept %s", b.dir)
 		} else {
 			os.RemoveAll(b.dir)
@@ -81,9 +87,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	var key crypto.Signer
 	var pubPath string
-	if o.keyFile != "" {
+	want := corpusMeta{Rounds: o.rounds, PerRound: o.perRound, Shards: o.threads}
+	if o.profileDir != "" {
+		want.ProfileN = o.profileN
+	}
+	reused := o.reuse && sameCorpus(b.dir, want)
+	switch {
+	case o.keyFile != "":
 		key, err = loadKey(o.keyFile)
-	} else {
+	case reused:
+		key, err = loadKey(filepath.Join(b.dir, "bench-key.pem"))
+		pubPath = filepath.Join(b.dir, "bench-key.pem.pub")
+	default:
 		key, pubPath, err = freshKey(b.dir)
 	}
 	if err != nil {
@@ -97,7 +112,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if _, err := os.Stat(o.orderd); err != nil {
 			return usagef("-orderd: %v (make bench-daemon builds bin/orderd)", err)
 		}
-		b.orderd, err = startOrderd(ctx, o.orderd, b.dir, pubPath)
+		var extra []byte
+		if o.extraYAML != "" {
+			if extra, err = os.ReadFile(o.extraYAML); err != nil {
+				return usagef("-orderd-yaml: %v", err)
+			}
+		}
+		// A fresh database and JetStream store every run, also in a
+		// reused work directory.
+		odir := filepath.Join(b.dir, "orderd")
+		if err := os.RemoveAll(odir); err != nil {
+			return err
+		}
+		if err := os.Mkdir(odir, 0o700); err != nil {
+			return err
+		}
+		b.orderd, err = startOrderd(ctx, o.orderd, odir, pubPath, string(extra))
 		if err != nil {
 			return err
 		}
@@ -115,29 +145,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 
-	runID, err := newRunID()
-	if err != nil {
-		return err
-	}
-	signStart := time.Now()
-	sets := make([]corpusSet, o.rounds)
-	for r := range sets {
-		prefix := filepath.Join(b.dir, fmt.Sprintf("round%d", r+1))
-		if sets[r], err = writeCorpus(ctx, key, prefix, runID, r*o.perRound, o.perRound, o.threads); err != nil {
-			return err
-		}
-	}
-	var profSet corpusSet
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return err
 		}
-		prefix := filepath.Join(b.dir, "profile")
-		if profSet, err = writeCorpus(ctx, key, prefix, runID, o.rounds*o.perRound, o.profileN, o.threads); err != nil {
+	}
+	sets := make([]corpusSet, o.rounds)
+	var profSet corpusSet
+	if reused {
+		for r := range sets {
+			sets[r] = corpusSet{prefix: filepath.Join(b.dir, fmt.Sprintf("round%d", r+1)), shards: o.threads, count: o.perRound}
+		}
+		if o.profileDir != "" {
+			profSet = corpusSet{prefix: filepath.Join(b.dir, "profile"), shards: o.threads, count: o.profileN}
+		}
+		b.logf("reusing the key and the %d signed webhooks in %s", o.rounds*o.perRound+profSet.count, b.dir)
+	} else {
+		runID, err := newRunID()
+		if err != nil {
 			return err
 		}
+		signStart := time.Now()
+		for r := range sets {
+			prefix := filepath.Join(b.dir, fmt.Sprintf("round%d", r+1))
+			if sets[r], err = writeCorpus(ctx, key, prefix, runID, r*o.perRound, o.perRound, o.threads); err != nil {
+				return err
+			}
+		}
+		if o.profileDir != "" {
+			prefix := filepath.Join(b.dir, "profile")
+			if profSet, err = writeCorpus(ctx, key, prefix, runID, o.rounds*o.perRound, o.profileN, o.threads); err != nil {
+				return err
+			}
+		}
+		b.logf("signed %d distinct webhooks in %s", o.rounds*o.perRound+profSet.count, time.Since(signStart).Round(time.Second))
+		if o.reuse {
+			if err := writeCorpusMeta(b.dir, want); err != nil {
+				return err
+			}
+		}
 	}
-	b.logf("signed %d distinct webhooks in %s", o.rounds*o.perRound+profSet.count, time.Since(signStart).Round(time.Second))
 
 	if o.ceiling {
 		c, err := startCeiling(key.Public())
@@ -253,6 +300,9 @@ func (b *bench) daemonRound(ctx context.Context, label string, round int, set co
 		}
 		if err == nil {
 			rr.drained = time.Since(loadEnd)
+			rr.heapInuse = int64(after.sum("go_memstats_heap_inuse_bytes"))
+			rr.goSys = int64(after.sum("go_memstats_sys_bytes"))
+			rr.rssAfter = int64(after.sum("process_resident_memory_bytes"))
 			if ok := rr.answers - rr.non2xx; ok > 0 {
 				cpu := after.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")
 				rr.cpuPer1k = cpu / float64(ok) * 1000
@@ -294,6 +344,16 @@ func (b *bench) profileRound(ctx context.Context, set corpusSet) (roundResult, e
 		return rr, fmt.Errorf("profiles: %w", err)
 	}
 	b.logf("profiles of %s in %s: cpu.pprof and allocs.pprof (the %ds of load), heap.pprof (after it)", admin, b.o.profileDir, secs)
+	if rr.cpuPer1k < 0 {
+		return rr, nil
+	}
+	pr := profileRound{CPUPer1k: rr.cpuPer1k, Rate: rr.rate, Seconds: float64(secs)}
+	if err := writeProfileRound(b.o.profileDir, pr); err != nil {
+		return rr, err
+	}
+	if err := printBreakdown(b.out, b.o.profileDir, pr); err != nil {
+		return rr, fmt.Errorf("profiles: %w", err)
+	}
 	return rr, nil
 }
 
@@ -418,6 +478,10 @@ func (b *bench) printRound(r roundResult) {
 		}
 	}
 	fmt.Fprintln(b.out, line)
+	if r.rssAfter > 0 {
+		fmt.Fprintf(b.out, "%-16s memory after the round: RSS %s; Go heap in use %s, Go runtime's total from the system %s; the rest (SQLite's page caches, ...) about %s\n",
+			"", mib(r.rssAfter), mib(r.heapInuse), mib(r.goSys), mib(max(r.rssAfter-r.goSys, 0)))
+	}
 }
 
 // summary prints the best round of each target and the ratio, then one
