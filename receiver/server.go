@@ -39,18 +39,23 @@ type ServerConfig struct {
 	// default). The daemon runs its admin listener on the same server type.
 	Name      string
 	Component string
+	// MaxConns caps the connections open at once; 0 means no cap. At the
+	// cap, new connections wait in the kernel's listen queue until one
+	// closes (see limitListener).
+	MaxConns int
 }
 
 // Server runs a handler on its own listener. Start binds and serves; Close
 // stops accepting, lets requests in flight finish, and waits for the
 // serving goroutine.
 type Server struct {
-	srv  *http.Server
-	name string
-	log  *slog.Logger
-	ln   net.Listener
-	done chan struct{}
-	err  error
+	srv      *http.Server
+	name     string
+	log      *slog.Logger
+	maxConns int
+	ln       net.Listener
+	done     chan struct{}
+	err      error
 }
 
 // NewServer returns a server for h with the timeouts of cfg. It does not
@@ -78,8 +83,9 @@ func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
 		maxHeader = DefaultMaxHeaderBytes
 	}
 	return &Server{
-		name: name,
-		log:  logger,
+		name:     name,
+		log:      logger,
+		maxConns: cfg.MaxConns,
 		srv: &http.Server{
 			Addr:              cfg.Addr,
 			Handler:           h,
@@ -113,6 +119,9 @@ func (s *Server) StartOn(ln net.Listener) error {
 	if s.done != nil {
 		return errors.New("receiver server already started")
 	}
+	if s.maxConns > 0 {
+		ln = newLimitListener(ln, s.maxConns, s.name, s.log)
+	}
 	s.ln = ln
 	s.done = make(chan struct{})
 	go func() {
@@ -122,7 +131,7 @@ func (s *Server) StartOn(ln net.Listener) error {
 			s.log.Error(s.name+" listener stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
-	s.log.Info(s.name+" listener started", "addr", ln.Addr().String())
+	s.log.Info(s.name+" listener started", "addr", ln.Addr().String(), "max_connections", s.maxConns)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +223,70 @@ func TestServer_StartOn(t *testing.T) {
 	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close: %v, want the listener closed", err)
+	}
+}
+
+// TestServer_MaxConns: with every connection slot taken, a new client is
+// not served (it waits in the listen queue, holding no descriptor of the
+// server's) until one of them closes; then it is.
+func TestServer_MaxConns(t *testing.T) {
+	var served atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, "ok")
+	})
+	srv := startServer(t, receiver.ServerConfig{MaxConns: 3, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute}, h)
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// Each held connection is accepted: a request on the first is served.
+	if _, err := io.WriteString(held[0], "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v %v", resp, err)
+	}
+
+	// A fourth connection's request waits while all three are open.
+	extra, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if _, err := io.WriteString(extra, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = errors.New(resp.Status)
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("the fourth connection was served past the cap of 3 (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := served.Load(); n != 1 {
+		t.Fatalf("served %d requests, want 1", n)
+	}
+
+	// One closes: the waiting client is taken in and answered.
+	held[1].Close()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("the waiting connection: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting connection was not served after a slot freed")
 	}
 }

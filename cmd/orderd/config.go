@@ -114,6 +114,10 @@ type ReceiverConfig struct {
 	// PublicURL is this receiver as the provider reaches it; the gateway
 	// sets it as webhookUrl on creations that have none.
 	PublicURL string `yaml:"public_url"`
+	// MaxConnections caps the webhook listener's open connections, so
+	// that one client cannot take the file descriptors the admin listener
+	// needs; 0 means half the process's open-file limit, at most 4096.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // AdminConfig is the admin listener (health, metrics, API, dashboard).
@@ -654,6 +658,9 @@ func (c *Config) validate(use configUse) error {
 	listen("receiver.listen", r.Listen)
 	if !strings.HasPrefix(r.Path, "/") {
 		add("receiver.path", "%q must start with /", r.Path)
+	}
+	if r.MaxConnections < 0 {
+		add("receiver.max_connections", "must not be negative (got %d; 0 means automatic)", r.MaxConnections)
 	}
 	if r.MaxBodyBytes <= 0 {
 		add("receiver.max_body_bytes", "must be positive (got %d)", r.MaxBodyBytes)

@@ -232,7 +232,11 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if cfg.Admin.Pprof {
 		adminHandler = withPprof(adminHandler, cfg.Admin.Token.Reveal())
 	}
-	d.recvSrv = receiver.NewServer(receiver.ServerConfig{Addr: cfg.Receiver.Listen}, d.webhooks, logger)
+	maxConns, warn := webhookConnCap(cfg.Receiver.MaxConnections, openFileLimit())
+	if warn != "" {
+		logger.Warn(warn)
+	}
+	d.recvSrv = receiver.NewServer(receiver.ServerConfig{Addr: cfg.Receiver.Listen, MaxConns: maxConns}, d.webhooks, logger)
 	if err := startServer(d.recvSrv, opts.receiverLn); err != nil {
 		return nil, fmt.Errorf("receiver.listen: %w", err)
 	}
