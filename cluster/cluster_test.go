@@ -245,6 +245,6 @@ func TestNode_NoQuorum(t *testing.T) {
 		t.Fatalf("write without quorum: %v, want ErrUnavailable", err)
 	}
 	if err := a.node.Ready(t.Context()); err == nil {
-		t.Fatal("ready without quorum")
+		t.Fatalf("ready without quorum: %+v", a.node.Status(t.Context()))
 	}
 }

@@ -166,7 +166,12 @@ func (n *Node) renew(ctx context.Context) error {
 	rev, term := n.lease.rev, n.lease.term
 	n.lease.mu.Unlock()
 	start := time.Now()
-	actx, cancel := context.WithTimeout(ctx, min(apiTimeout, n.cfg.LeaseTTL/3))
+	// A slow renewal may take as long as the lease surely lasts: it still
+	// extends the lease from its start.
+	n.lease.mu.Lock()
+	left := time.Until(n.lease.validUntil)
+	n.lease.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, max(min(apiTimeout, left), 10*time.Millisecond))
 	defer cancel()
 	val, _ := json.Marshal(leaseValue{Node: n.cfg.Node, Term: term})
 	next, err := n.kv.Update(actx, leaseKey, val, rev)

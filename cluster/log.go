@@ -161,6 +161,7 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 		n.m.appendErrors.Inc()
 		n.lastAppendErr.Store(time.Now().UnixNano())
 		e.finish(nil, fmt.Errorf("%w: append to %s: %w", store.ErrUnavailable, n.cfg.LogStream, err))
+		return
 	}
 	// Otherwise the applier finishes e when it applies the entry.
 	n.lastAppendOK.Store(time.Now().UnixNano())

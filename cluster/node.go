@@ -138,13 +138,13 @@ func (n *Node) provision(ctx context.Context) error {
 }
 
 // ensure looks an asset up and creates it when it is not there, retrying
-// for a while: a cluster that has just started may not have a JetStream
-// meta leader yet, and a concurrent creation by another instance may
-// leave this one's unanswered.
+// for up to a minute: a cluster that has just started (or lost a node)
+// may not have a JetStream meta leader yet, and a concurrent creation by
+// another instance may leave this one's unanswered.
 func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T, error)) (T, error) {
 	var zero T
-	var last error
-	for attempt := 0; ; attempt++ {
+	deadline := time.Now().Add(time.Minute)
+	for {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		v, err := lookup(actx)
 		if err != nil && isNotFound(err) {
@@ -154,13 +154,12 @@ func ensure[T any](ctx context.Context, lookup, create func(context.Context) (T,
 		if err == nil {
 			return v, nil
 		}
-		last = err
-		if attempt >= 20 {
-			return zero, last
+		if time.Now().After(deadline) {
+			return zero, err
 		}
 		select {
 		case <-ctx.Done():
-			return zero, errors.Join(ctx.Err(), last)
+			return zero, errors.Join(ctx.Err(), err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

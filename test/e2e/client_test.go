@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,6 +125,18 @@ func orderBody(id, moid, status, amount string) []byte {
 type webhookClient struct {
 	url string
 	hc  *http.Client
+	// urls, when set, are several instances behind one address, as a
+	// load balancer would spread them: posts go round-robin, and a post
+	// that gets no answer is tried once on the next instance.
+	urls []string
+	next atomic.Uint32
+}
+
+// newBalancedClient posts to several instances round-robin.
+func newBalancedClient(t *testing.T, urls ...string) *webhookClient {
+	c := newWebhookClient(t, urls[0])
+	c.urls = urls
+	return c
 }
 
 func newWebhookClient(t *testing.T, url string) *webhookClient {
@@ -143,7 +156,19 @@ type answer struct {
 }
 
 func (c *webhookClient) post(ctx context.Context, body []byte, sig string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if len(c.urls) == 0 {
+		return c.postTo(ctx, c.url, body, sig)
+	}
+	i := int(c.next.Add(1))
+	a := c.postTo(ctx, c.urls[i%len(c.urls)], body, sig)
+	if a.status == 0 {
+		a = c.postTo(ctx, c.urls[(i+1)%len(c.urls)], body, sig)
+	}
+	return a
+}
+
+func (c *webhookClient) postTo(ctx context.Context, url string, body []byte, sig string) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}

@@ -305,6 +305,10 @@ type orderdConfig struct {
 	reconcile string
 	// extra is appended to the top level.
 	extra string
+	// rate and burst are provider.rate_limit and rate_burst; 0 means 200
+	// and 20.
+	rate  float64
+	burst int
 }
 
 // orderd is the daemon as a process, restartable on the same files.
@@ -339,6 +343,9 @@ func newOrderd(t *testing.T, dir string, c orderdConfig) *orderd {
   schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
 `
 	}
+	if c.rate == 0 {
+		c.rate, c.burst = 200, 20
+	}
 	keys := make([]string, len(c.publicKeys))
 	for i, k := range c.publicKeys {
 		keys[i] = fmt.Sprintf("%q", k)
@@ -352,8 +359,8 @@ func newOrderd(t *testing.T, dir string, c orderdConfig) *orderd {
   api_key: %s
   public_keys: [%s]
   timeout: 1s
-  rate_limit: 200
-  rate_burst: 20
+  rate_limit: %g
+  rate_burst: %d
 receiver:
   listen: %s
   ack_budget: 2s
@@ -372,7 +379,7 @@ log:
   level: info
   format: json
 shutdown_timeout: 10s
-%s%s`, c.providerURL, c.apiKey, strings.Join(keys, ", "), o.recv, publicURL, o.admin, o.dbPath,
+%s%s`, c.providerURL, c.apiKey, strings.Join(keys, ", "), c.rate, c.burst, o.recv, publicURL, o.admin, o.dbPath,
 		c.natsURL, filepath.Join(dir, "reports"), rec, c.extra)
 	if err := os.WriteFile(o.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
