@@ -236,3 +236,23 @@ func TestRun_Replicated(t *testing.T) {
 	send(follower, 20, 5)
 	waitCompleted(25)
 }
+
+// countingLimiter counts the calls it lets through.
+type countingLimiter struct{ n int }
+
+func (c *countingLimiter) Wait(context.Context) error { c.n++; return nil }
+
+// TestLeaderLimiter: the jobs' provider calls go out only while this
+// instance leads.
+func TestLeaderLimiter(t *testing.T) {
+	inner := &countingLimiter{}
+	leading := false
+	l := leaderLimiter{inner: inner, leading: func() bool { return leading }}
+	if err := l.Wait(t.Context()); err == nil {
+		t.Fatal("a follower's job call was let through")
+	}
+	leading = true
+	if err := l.Wait(t.Context()); err != nil || inner.n != 1 {
+		t.Fatalf("a leader's call: %v, %d waits on the shared limiter", err, inner.n)
+	}
+}
