@@ -39,17 +39,23 @@ func sandboxCommand() command {
 			"rejected, repeated, delivered late and out of order, one left in doubt, one the webhooks miss.\n" +
 			"Uses the default ports where free, else free ones, and prints where everything listens.\n" +
 			"The fake provider keeps its books in " + sandboxStateFile + " beside the database, so a restart\n" +
-			"carries on with the same orders, stream and balances; remove the directory to start afresh.",
+			"carries on with the same orders, stream and balances; remove the directory to start afresh.\n" +
+			"With -cluster: replicated mode instead, a three-node NATS cluster and two orderd instances\n" +
+			"(child processes) behind one webhook address, to kill one and watch the other take over.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			dir := fs.String("dir", sandboxDir, "`DIR` for the database, NATS store, keys and config")
 			demo := fs.Bool("demo", true, "generate demo traffic")
 			every := fs.Duration("every", 2*time.Second, "pause between demo orders")
+			replicated := fs.Bool("cluster", false, "replicated mode: 3 NATS nodes and 2 orderd instances, in cluster/ under -dir (wiped at each start)")
 			return func(ctx context.Context, e *env) error {
 				if err := noArgs(e); err != nil {
 					return err
 				}
 				if *every <= 0 {
 					return e.usagef("-every must be positive")
+				}
+				if *replicated {
+					return runSandboxCluster(ctx, e, *dir, *demo, *every)
 				}
 				return runSandbox(ctx, e, *dir, *demo, *every)
 			}
