@@ -176,6 +176,7 @@ type corpusMeta struct {
 	PerRound int `json:"per_round"`
 	Shards   int `json:"shards"`
 	ProfileN int `json:"profile_n"`
+	RateN    int `json:"rate_n"`
 }
 
 func writeCorpusMeta(dir string, m corpusMeta) error {
@@ -198,6 +199,9 @@ func sameCorpus(dir string, m corpusMeta) bool {
 	}
 	if m.ProfileN == 0 {
 		have.ProfileN = 0 // a run without profiles leaves the profile set alone
+	}
+	if m.RateN == 0 {
+		have.RateN = 0
 	}
 	if have != m {
 		return false

@@ -41,6 +41,8 @@ type options struct {
 	explain     string
 	extraYAML   string
 	reuse       bool
+	rate        int
+	rateTime    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -69,6 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
 	fs.IntVar(&o.profileN, "profile-n", 40000, "distinct webhooks signed for the profile round")
 	fs.StringVar(&o.extraYAML, "orderd-yaml", "", "`file` of YAML appended to the started orderd's configuration: sections it does not set (publish:, cluster:, ...)")
+	fs.IntVar(&o.rate, "rate", 1000, "after the rounds, one paced round at about this many webhooks a second (each connection pauses -c/-rate between requests); 0 for none")
+	fs.DurationVar(&o.rateTime, "rate-d", 10*time.Second, "length of the paced round")
 	fs.BoolVar(&o.reuse, "reuse", false, "with -work and a started orderd: keep the key and the signed corpus in the work directory, and use them again in a later run of the same -rounds, -n, -t and -profile-n instead of signing anew (every run still starts orderd on a fresh database)")
 	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("-profile-time must be positive and at most %s", maxRoundTime)
 	case o.profileN < 1 || o.profileN > maxPerRound:
 		return o, usagef("-profile-n must be between 1 and %d", maxPerRound)
+	case o.rate < 0 || o.rate > 100_000 || o.rateTime <= 0 || o.rateTime > maxRoundTime:
+		return o, usagef("-rate must be between 0 and 100000 and -rate-d positive and at most %s", maxRoundTime)
 	case o.idle < 0 || o.drain < 0 || o.timeout <= 0:
 		return o, usagef("-idle and -drain must not be negative, -timeout must be positive")
 	}

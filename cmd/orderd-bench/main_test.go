@@ -212,9 +212,20 @@ func TestPostLua(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.seen) != n || res[0].Status != 0 || s.invalid != 0 {
 		t.Errorf("wrap: %d distinct orders, %d error answers, %d invalid; want %d, 0, 0", len(s.seen), res[0].Status, s.invalid, n)
+	}
+	s.mu.Unlock()
+
+	// paced: 8 connections pausing 100 ms each send at most 80 requests a
+	// second.
+	wr.pauseMS = 100
+	res, err = wr.run(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res[0].Requests; got == 0 || got > 2*conns*10 {
+		t.Errorf("paced: %d requests in 1s, want between 1 and %d", got, 2*conns*10)
 	}
 }
 

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	var key crypto.Signer
 	var pubPath string
-	want := corpusMeta{Rounds: o.rounds, PerRound: o.perRound, Shards: o.threads}
+	want := corpusMeta{Rounds: o.rounds, PerRound: o.perRound, Shards: o.threads, RateN: pacedCount(o)}
 	if o.profileDir != "" {
 		want.ProfileN = o.profileN
 	}
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 	sets := make([]corpusSet, o.rounds)
-	var profSet corpusSet
+	var profSet, pacedSet corpusSet
 	if reused {
 		for r := range sets {
 			sets[r] = corpusSet{prefix: filepath.Join(b.dir, fmt.Sprintf("round%d", r+1)), shards: o.threads, count: o.perRound}
@@ -159,7 +159,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if o.profileDir != "" {
 			profSet = corpusSet{prefix: filepath.Join(b.dir, "profile"), shards: o.threads, count: o.profileN}
 		}
-		b.logf("reusing the key and the %d signed webhooks in %s", o.rounds*o.perRound+profSet.count, b.dir)
+		if n := pacedCount(o); n > 0 {
+			pacedSet = corpusSet{prefix: filepath.Join(b.dir, "paced"), shards: o.threads, count: n}
+		}
+		b.logf("reusing the key and the %d signed webhooks in %s", o.rounds*o.perRound+profSet.count+pacedSet.count, b.dir)
 	} else {
 		runID, err := newRunID()
 		if err != nil {
@@ -178,7 +181,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 				return err
 			}
 		}
-		b.logf("signed %d distinct webhooks in %s", o.rounds*o.perRound+profSet.count, time.Since(signStart).Round(time.Second))
+		if n := pacedCount(o); n > 0 {
+			prefix := filepath.Join(b.dir, "paced")
+			if pacedSet, err = writeCorpus(ctx, key, prefix, runID, o.rounds*o.perRound+o.profileN, n, o.threads); err != nil {
+				return err
+			}
+		}
+		b.logf("signed %d distinct webhooks in %s", o.rounds*o.perRound+profSet.count+pacedSet.count, time.Since(signStart).Round(time.Second))
 		if o.reuse {
 			if err := writeCorpusMeta(b.dir, want); err != nil {
 				return err
@@ -209,6 +218,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			results = append(results, res)
 		}
 		res, err := b.daemonRound(ctx, "orderd", r+1, sets[r], o.duration)
+		if err != nil {
+			return err
+		}
+		b.printRound(res)
+		results = append(results, res)
+	}
+	if pacedSet.count > 0 {
+		res, err := b.pacedRound(ctx, pacedSet)
 		if err != nil {
 			return err
 		}
@@ -269,12 +286,35 @@ func (b *bench) wrk(set corpusSet, mode string, d time.Duration) wrkRun {
 	}
 }
 
+// pacedCount is how many webhooks the paced round needs: its rate for its
+// length, and a fifth more.
+func pacedCount(o options) int {
+	if o.rate == 0 {
+		return 0
+	}
+	return int(float64(o.rate)*o.rateTime.Seconds()*1.2) + o.threads
+}
+
+// pacedRound sends about -rate webhooks a second: each connection pauses
+// -c/-rate between its requests, so the achieved rate is a little lower
+// (it is printed).
+func (b *bench) pacedRound(ctx context.Context, set corpusSet) (roundResult, error) {
+	pause := int(math.Round(float64(b.o.conns) / float64(b.o.rate) * 1000))
+	wr := b.wrk(set, "once", b.o.rateTime)
+	wr.pauseMS = max(pause, 1)
+	return b.daemonRoundWith(ctx, "paced", 0, wr)
+}
+
 // daemonRound posts set once to the receivers, then waits for the relay to
 // publish what they accepted, and reads their CPU time across both.
 func (b *bench) daemonRound(ctx context.Context, label string, round int, set corpusSet, d time.Duration) (roundResult, error) {
+	return b.daemonRoundWith(ctx, label, round, b.wrk(set, "once", d))
+}
+
+func (b *bench) daemonRoundWith(ctx context.Context, label string, round int, wr wrkRun) (roundResult, error) {
 	before, merr := b.scrape(ctx)
 	samp := b.startSampler(ctx)
-	res, err := b.wrk(set, "once", d).run(ctx, b.jobs)
+	res, err := wr.run(ctx, b.jobs)
 	if err != nil {
 		samp.stop()
 		return roundResult{}, err
@@ -510,6 +550,10 @@ func (b *bench) summary(results []roundResult, hwm, idle int64) {
 				orDash(r.cpuPer1k, "%.3f"), mibNum(max(hwm, maxRSS(results))), mibNum(idle))
 		}
 		fmt.Fprintln(b.out, line)
+	}
+	if p, ok := best["paced"]; ok {
+		fmt.Fprintf(b.out, "result target=paced rate=%.0f p50_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d cpu_s_per_1k=%s\n",
+			p.rate, ms(p.p50), ms(p.p99), p.non2xx, p.socketErrors, orDash(p.cpuPer1k, "%.3f"))
 	}
 	if c, ok := best["ceiling"]; ok && c.rate > 0 {
 		if d, ok := best["orderd"]; ok {

@@ -83,6 +83,7 @@ type wrkRun struct {
 	script   string
 	prefix   string // corpus prefix
 	mode     string // "once" or "wrap"
+	pauseMS  int    // each connection's pause before a request; 0 for none
 	duration time.Duration
 	timeout  time.Duration
 	logPath  string // wrk's whole output, appended
@@ -120,7 +121,7 @@ func (wr wrkRun) one(ctx context.Context, j wrkJob) (wrkResult, []byte, error) {
 	args := []string{
 		"-t", strconv.Itoa(j.threads), "-c", strconv.Itoa(j.conns),
 		"-d", wrkDuration(wr.duration), "--timeout", wrkDuration(wr.timeout),
-		"-s", wr.script, j.url, "--", wr.prefix, strconv.Itoa(j.first), wr.mode,
+		"-s", wr.script, j.url, "--", wr.prefix, strconv.Itoa(j.first), wr.mode, strconv.Itoa(wr.pauseMS),
 	}
 	// wrk stops on its own after -d; the context bound is for a wrk that
 	// hangs.
