@@ -68,6 +68,10 @@ type clusterSandbox struct {
 
 	outMu sync.Mutex // one line at a time on stdout and stderr
 
+	// writeConfig writes an instance's config file with the given
+	// listen addresses.
+	writeConfig func(in *sandboxInstance, webhooks, admin string) error
+
 	mu        sync.Mutex
 	instances []*sandboxInstance
 	stopping  bool
@@ -190,33 +194,28 @@ func runSandboxCluster(ctx context.Context, e *env, dir string, demo bool, every
 	}
 	// From here on, every instance started is stopped on the way out.
 	defer func() { cancel(); s.stopInstances() }()
-	writeConfigs := func() error {
-		for _, in := range s.instances {
-			webhooks, admin := "127.0.0.1:0", "127.0.0.1:0"
-			if in.webhooks != "" {
-				// Restarts come back on the same addresses.
-				webhooks, admin = in.webhooks, in.admin
-			}
-			if err := writeClusterInstanceConfig(in, fake, apiKeyFile, keyFile, natsc.ClientURL(), webhooks, admin, publicURL); err != nil {
-				return err
-			}
-		}
-		return nil
+	s.writeConfig = func(in *sandboxInstance, webhooks, admin string) error {
+		return writeClusterInstanceConfig(in, fake, apiKeyFile, keyFile, natsc.ClientURL(), webhooks, admin, publicURL)
 	}
-	if err := writeConfigs(); err != nil {
-		return err
-	}
+	// The instances bind free ports and say which; their configs are then
+	// written again with those, so that a restart comes back on them.
 	errs := make(chan error, len(s.instances))
 	for _, in := range s.instances {
-		go func() { errs <- s.start(ctx, in) }()
+		go func() {
+			err := s.writeConfig(in, anyLoopbackPort, anyLoopbackPort)
+			if err == nil {
+				err = s.start(ctx, in)
+			}
+			if err == nil {
+				err = s.writeConfig(in, in.webhooks, in.admin)
+			}
+			errs <- err
+		}()
 	}
 	for range s.instances {
 		if err := <-errs; err != nil {
 			return err
 		}
-	}
-	if err := writeConfigs(); err != nil {
-		return err
 	}
 	leader, err := s.waitLeader(ctx)
 	if err != nil {
@@ -330,6 +329,7 @@ func (s *clusterSandbox) start(ctx context.Context, in *sandboxInstance) error {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = childProcAttr()
 	started := make(chan [2]string, 1)
+	var addrInUse atomic.Bool
 	exited := make(chan struct{})
 	startErr := make(chan error, 1)
 	s.wg.Add(1)
@@ -354,7 +354,7 @@ func (s *clusterSandbox) start(ctx context.Context, in *sandboxInstance) error {
 		in.proc, in.exited, in.up = cmd.Process, exited, false
 		s.mu.Unlock()
 		startErr <- nil
-		go s.copyLog(in.name, r, started)
+		go s.copyLog(in.name, r, started, &addrInUse)
 		werr := cmd.Wait()
 		close(exited)
 		s.exited(ctx, in, cmd.Process.Pid, werr)
@@ -373,7 +373,11 @@ func (s *clusterSandbox) start(ctx context.Context, in *sandboxInstance) error {
 	select {
 	case addrs = <-started:
 	case <-exited:
-		return fmt.Errorf("instance %s (pid %d) exited before it started: %s; its log is above", in.name, pid, cmd.ProcessState)
+		err := fmt.Errorf("instance %s (pid %d) exited before it started: %s; its log is above", in.name, pid, cmd.ProcessState)
+		if addrInUse.Load() {
+			err = fmt.Errorf("%w: %w", errAddrTaken, err)
+		}
+		return err
 	case <-timeout.C:
 		return fail(fmt.Sprintf("did not start within %s", sandboxStartWait))
 	case <-ctx.Done():
@@ -409,6 +413,9 @@ func (s *clusterSandbox) start(ctx context.Context, in *sandboxInstance) error {
 	return nil
 }
 
+// errAddrTaken is a start that failed because a listen address was taken.
+var errAddrTaken = errors.New("a listen address is taken")
+
 // exited is told that an instance's process has ended. Unless the sandbox
 // is stopping, it says so, watches the lease move and starts the instance
 // again after sandboxRestartAfter.
@@ -436,7 +443,21 @@ func (s *clusterSandbox) exited(ctx context.Context, in *sandboxInstance, pid in
 			return
 		case <-time.After(sandboxRestartAfter - time.Since(died)):
 		}
-		if err := s.start(ctx, in); err != nil {
+		err := s.start(ctx, in)
+		if errors.Is(err, errAddrTaken) && ctx.Err() == nil {
+			// Another program took a port while the instance was down.
+			s.say("instance %s's addresses were taken meanwhile; starting it on new ones", in.name)
+			if err = s.writeConfig(in, anyLoopbackPort, anyLoopbackPort); err == nil {
+				err = s.start(ctx, in)
+			}
+		}
+		if err == nil {
+			s.mu.Lock()
+			webhooks, admin := in.webhooks, in.admin
+			s.mu.Unlock()
+			err = s.writeConfig(in, webhooks, admin)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				s.say("instance %s did not start again: %v", in.name, err)
 			}
@@ -613,15 +634,19 @@ func (s *clusterSandbox) say(format string, args ...any) {
 }
 
 // copyLog renders an instance's JSON log lines on stderr, each marked
-// with the instance's name, and reports the addresses of its "orderd
-// started" line on started.
-func (s *clusterSandbox) copyLog(name string, r io.ReadCloser, started chan<- [2]string) {
+// with the instance's name, reports the addresses of its "orderd started"
+// line on started, and sets addrInUse when a line says that an address is
+// in use.
+func (s *clusterSandbox) copyLog(name string, r io.ReadCloser, started chan<- [2]string, addrInUse *atomic.Bool) {
 	defer r.Close()
 	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
 			text, fields := renderLogLine(name, line)
+			if bytes.Contains(line, []byte("address already in use")) {
+				addrInUse.Store(true)
+			}
 			if fields["msg"] == "orderd started" {
 				select {
 				case started <- [2]string{fields["webhooks"], fields["admin"]}:

@@ -155,11 +155,11 @@ func TestSandbox_ClusterProcess(t *testing.T) {
 
 	// The killed instance comes back as a follower and applies the log
 	// it missed.
-	m := waitOut(regexp.MustCompile(fmt.Sprintf(`instance %s is back: pid (\d+)`, leader.name)), 60*time.Second)
+	m := waitOut(regexp.MustCompile(fmt.Sprintf(`instance %s is back: pid (\d+), admin http://([^\s;]+)`, leader.name)), 2*time.Minute)
 	back, _ := strconv.Atoi(m[1])
 	pids = append(pids, back)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		st := clusterStatus(t, leader.admin)
+		st := clusterStatus(t, m[2])
 		if st.Leader == follower.name && !st.Leading && st.AppliedSeq > 0 && st.Lag == 0 {
 			break
 		}
