@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idle, "idle", 20*time.Second, "after the last round, wait this long without load and report the daemon's RSS")
 	fs.DurationVar(&o.drain, "drain", 30*time.Second, "after a daemon round, wait at most this long for the relay to publish its events")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "wrk's bound on one request (a longer one is a socket error)")
-	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, one more daemon round while taking CPU and allocation profiles into `directory` (needs admin.pprof, which a started orderd has)")
+	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, one more daemon round while taking CPU and allocation profiles into `directory` (needs admin.pprof, which a started orderd then has)")
 	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
 	fs.IntVar(&o.profileN, "profile-n", 40000, "distinct webhooks signed for the profile round")
 	fs.StringVar(&o.extraYAML, "orderd-yaml", "", "`file` of YAML appended to the started orderd's configuration: sections it does not set (publish:, cluster:, ...)")

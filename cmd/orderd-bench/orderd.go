@@ -29,9 +29,9 @@ type orderdProc struct {
 
 // orderdConfig is the daemon's configuration for the run: every listener on
 // a free loopback port, a fresh database and JetStream directory, every
-// reconcile schedule off, the provider never called, pprof on the admin
-// listener (loopback, no token).
-func orderdConfig(dir, pubKey, level, extra string) string {
+// reconcile schedule off, the provider never called; with pprof, Go's
+// profiles on the admin listener (loopback, no token).
+func orderdConfig(dir, pubKey, level, extra string, pprof bool) string {
 	return fmt.Sprintf(`provider:
   # Never called: every schedule is off and no creation is made.
   base_url: http://127.0.0.1:9
@@ -41,7 +41,7 @@ receiver:
   listen: 127.0.0.1:0
 admin:
   listen: 127.0.0.1:0
-  pprof: true
+  pprof: %t
 store:
   path: %q
 nats:
@@ -53,7 +53,7 @@ reconcile:
 log:
   level: %s
   format: json
-%s`, pubKey, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
+%s`, pubKey, pprof, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
 }
 
 var (
@@ -65,13 +65,13 @@ var (
 // waits until it has logged its addresses. It starts at log level info,
 // the level that logs them, and then lowers the level to warn with a
 // reload (SIGHUP), as an operator would run it under load.
-func startOrderd(ctx context.Context, bin, dir, pubKey, extra string) (*orderdProc, error) {
+func startOrderd(ctx context.Context, bin, dir, pubKey, extra string, pprof bool) (*orderdProc, error) {
 	p := &orderdProc{
 		cfgPath: filepath.Join(dir, "orderd.yaml"),
 		logPath: filepath.Join(dir, "orderd.log"),
 		done:    make(chan error, 1),
 	}
-	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "info", extra)), 0o600); err != nil {
+	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "info", extra, pprof)), 0o600); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(p.logPath)
@@ -109,7 +109,7 @@ func startOrderd(ctx context.Context, bin, dir, pubKey, extra string) (*orderdPr
 			p.admin = "http://" + string(m[1])
 		}
 	}
-	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "warn", extra)), 0o600); err != nil {
+	if err := os.WriteFile(p.cfgPath, []byte(orderdConfig(dir, pubKey, "warn", extra, pprof)), 0o600); err != nil {
 		p.stop()
 		return nil, err
 	}

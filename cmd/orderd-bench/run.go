@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err := os.Mkdir(odir, 0o700); err != nil {
 			return err
 		}
-		b.orderd, err = startOrderd(ctx, o.orderd, odir, pubPath, string(extra))
+		b.orderd, err = startOrderd(ctx, o.orderd, odir, pubPath, string(extra), o.profileDir != "")
 		if err != nil {
 			return err
 		}
