@@ -32,7 +32,7 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon vulncheck rules-test
+	e2e sandbox build install deb clean load bench-daemon bench-cluster vulncheck rules-test
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -98,6 +98,14 @@ BENCH_FLAGS ?=
 bench-daemon: deps build
 	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
 	bin/orderd-bench -orderd bin/orderd $(BENCH_FLAGS)
+
+## bench-cluster: replicated mode under load on this machine — three
+## nats-server nodes (R3, sync_interval always) and two orderd instances,
+## driven together by orderd-bench with 32 connections beside the
+## verify-only ceiling (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS,
+## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N adjust it).
+bench-cluster: deps
+	@GO=$(GO) cmd/orderd-bench/cluster.sh
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

@@ -199,71 +199,136 @@ func (n *Node) follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			return err
+	// A reader hands messages over as they come; the applier takes all
+	// that are waiting and applies them in one transaction, so that
+	// applying keeps up with a burst as the appender's groups do.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan jetstream.Msg, maxApplyBatch)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-fctx.Done():
+				return
+			}
 		}
-		if err := n.applyMsg(ctx, msg); err != nil {
+	}()
+	defer it.Stop()
+	batch := make([]jetstream.Msg, 0, maxApplyBatch)
+	for {
+		var first jetstream.Msg
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return <-readErr
+			}
+			first = m
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxApplyBatch {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		if err := n.applyMsgs(ctx, batch); err != nil {
 			return err
 		}
 	}
 }
 
-// applyMsg applies one log entry, retrying a failing database (a full
-// disk, say) until it succeeds or the node stops: entries are never
-// skipped.
-func (n *Node) applyMsg(ctx context.Context, msg jetstream.Msg) error {
-	meta, err := msg.Metadata()
-	if err != nil {
-		return err
+// maxApplyBatch bounds the log entries applied in one transaction.
+const maxApplyBatch = 128
+
+// applyMsgs applies consecutive log entries in one transaction, retrying
+// a failing database (a full disk, say) until it succeeds or the node
+// stops: entries are never skipped.
+func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
+	applied := n.applied.Load()
+	entries := make([]store.LogEntry, 0, len(msgs))
+	ids := make([]string, 0, len(msgs))
+	var pending uint64
+	for _, msg := range msgs {
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := meta.Sequence.Stream
+		next := applied + 1 + uint64(len(entries))
+		switch {
+		case seq < next:
+			continue // delivered again after a consumer reset
+		case seq != next:
+			return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, next-1)
+		}
+		ops, err := store.DecodeOps(msg.Data())
+		if err != nil {
+			return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
+		}
+		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops})
+		ids = append(ids, msg.Headers().Get(jetstream.MsgIDHeader))
+		pending = meta.NumPending
 	}
-	seq, applied := meta.Sequence.Stream, n.applied.Load()
-	switch {
-	case seq <= applied:
+	if len(entries) == 0 {
 		return nil
-	case seq != applied+1:
-		return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, applied)
 	}
-	ops, err := store.DecodeOps(msg.Data())
-	if err != nil {
-		return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
-	}
-	var res []store.OpResult
+	var res [][]store.OpResult
+	var err error
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		res, err = n.store.ApplyLog(ctx, seq, ops)
-		if err == nil || errors.Is(err, store.ErrApplied) {
+		res, err = n.store.ApplyLogEntries(ctx, entries)
+		if err == nil {
 			break
 		}
-		if errors.Is(err, store.ErrLogGap) {
+		if errors.Is(err, store.ErrLogGap) || errors.Is(err, store.ErrApplied) {
+			// The database and the node disagree on what was applied:
+			// only a restart (which reads the database) can tell.
 			return fmt.Errorf("%w: %w", errFatal, err)
 		}
 		n.m.applyErrors.Inc()
-		n.cfg.Logger.Error("apply log entry; retrying", "seq", seq, "err", err)
+		n.cfg.Logger.Error("apply log entries; retrying", "first", entries[0].Seq, "entries", len(entries), "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(backoff):
 		}
 	}
+	last := entries[len(entries)-1].Seq
 	n.mu.Lock()
-	n.applied.Store(seq)
+	n.applied.Store(last)
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
-	e := n.waiters[msg.Headers().Get(jetstream.MsgIDHeader)]
-	delete(n.waiters, msg.Headers().Get(jetstream.MsgIDHeader))
+	waiting := make([]*entry, len(ids))
+	for i, id := range ids {
+		waiting[i] = n.waiters[id]
+		delete(n.waiters, id)
+	}
 	n.mu.Unlock()
-	n.m.applied.Set(float64(seq))
-	n.m.lag.Set(float64(meta.NumPending))
-	if e != nil {
-		e.finish(res, nil)
+	n.m.applied.Set(float64(last))
+	n.m.lag.Set(float64(pending))
+	for i, e := range waiting {
+		if e != nil {
+			e.finish(res[i], nil)
+		}
 	}
 	return nil
 }

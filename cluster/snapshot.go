@@ -146,14 +146,23 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 	if err != nil || obj == nil {
 		return SnapshotInfo{}, false, err
 	}
-	gctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	oi, err := obj.GetInfo(gctx, snapshotName)
-	cancel()
-	if isNotFound(err) {
-		return SnapshotInfo{}, false, nil
-	}
-	if err != nil {
-		return SnapshotInfo{}, false, fmt.Errorf("snapshot store: %w", err)
+	var oi *jetstream.ObjectInfo
+	for deadline := time.Now().Add(time.Minute); ; {
+		gctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		oi, err = obj.GetInfo(gctx, snapshotName)
+		cancel()
+		if isNotFound(err) {
+			return SnapshotInfo{}, false, nil
+		}
+		if err == nil {
+			break
+		}
+		// A cluster just started (or without a quorum yet) answers
+		// nothing for a while.
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return SnapshotInfo{}, false, fmt.Errorf("snapshot store: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	tmp := path + ".restore"
 	os.Remove(tmp)

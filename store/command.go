@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,30 +156,28 @@ func execAs[T any](ctx context.Context, s *Store, cmd Command) (T, error) {
 }
 
 // logVersion is the first byte of an encoded log entry.
-const logVersion = 1
+const logVersion = 2
 
-// wireOp is an op as the log carries it.
-type wireOp struct {
-	At   int64           `json:"at"` // Unix nanoseconds
-	Kind string          `json:"kind"`
-	Cmd  json.RawMessage `json:"cmd"`
-}
-
-// EncodeOps encodes ops as one log entry: a version byte and a JSON array.
+// EncodeOps encodes ops as one log entry: a version byte, then for each op
+// its time (Unix nanoseconds, varint), its kind and its command's JSON
+// (each length-prefixed). The framing is binary so that the commands'
+// JSON, which may carry a webhook body, is written and read once.
 func EncodeOps(ops []Op) ([]byte, error) {
-	wire := make([]wireOp, len(ops))
-	for i, op := range ops {
-		b, err := json.Marshal(op.Cmd)
+	b := make([]byte, 1, 256*len(ops))
+	b[0] = logVersion
+	for _, op := range ops {
+		cmd, err := json.Marshal(op.Cmd)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", op.Cmd.Kind(), err)
 		}
-		wire[i] = wireOp{At: op.At.UnixNano(), Kind: op.Cmd.Kind(), Cmd: b}
+		kind := op.Cmd.Kind()
+		b = binary.AppendVarint(b, op.At.UnixNano())
+		b = binary.AppendUvarint(b, uint64(len(kind)))
+		b = append(b, kind...)
+		b = binary.AppendUvarint(b, uint64(len(cmd)))
+		b = append(b, cmd...)
 	}
-	b, err := json.Marshal(wire)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte{logVersion}, b...), nil
+	return b, nil
 }
 
 // DecodeOps decodes a log entry. An unknown version or command kind is an
@@ -187,23 +186,45 @@ func DecodeOps(b []byte) ([]Op, error) {
 	if len(b) == 0 || b[0] != logVersion {
 		return nil, fmt.Errorf("log entry: unknown version %v", b[:min(1, len(b))])
 	}
-	var wire []wireOp
-	if err := json.Unmarshal(b[1:], &wire); err != nil {
-		return nil, fmt.Errorf("log entry: %w", err)
+	b = b[1:]
+	var ops []Op
+	field := func() ([]byte, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, errors.New("log entry: truncated")
+		}
+		f := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return f, nil
 	}
-	ops := make([]Op, len(wire))
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	for i, w := range wire {
-		newCmd, ok := registry[w.Kind]
+	for len(b) > 0 {
+		at, k := binary.Varint(b)
+		if k <= 0 {
+			return nil, errors.New("log entry: truncated")
+		}
+		b = b[k:]
+		kind, err := field()
+		if err != nil {
+			return nil, err
+		}
+		raw, err := field()
+		if err != nil {
+			return nil, err
+		}
+		newCmd, ok := registry[string(kind)]
 		if !ok {
-			return nil, fmt.Errorf("log entry: unknown command kind %q (a newer orderd wrote it?)", w.Kind)
+			return nil, fmt.Errorf("log entry: unknown command kind %q (a newer orderd wrote it?)", kind)
 		}
 		cmd := newCmd()
-		if err := json.Unmarshal(w.Cmd, cmd); err != nil {
-			return nil, fmt.Errorf("log entry: %s: %w", w.Kind, err)
+		if err := json.Unmarshal(raw, cmd); err != nil {
+			return nil, fmt.Errorf("log entry: %s: %w", kind, err)
 		}
-		ops[i] = Op{At: time.Unix(0, w.At).UTC(), Cmd: cmd}
+		ops = append(ops, Op{At: time.Unix(0, at).UTC(), Cmd: cmd})
+	}
+	if len(ops) == 0 {
+		return nil, errors.New("log entry: no ops")
 	}
 	return ops, nil
 }

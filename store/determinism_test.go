@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,17 +250,23 @@ type panicTB struct{ testing.TB }
 func (panicTB) Helper()                   {}
 func (panicTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
 
-// replay applies entries into a fresh database and returns its digest.
-func replay(t *testing.T, entries [][]byte) (string, uint64) {
+// replay applies entries into a fresh database, group entries at a time
+// in one transaction (at most), and returns its digest.
+func replay(t *testing.T, entries [][]byte, group int) (string, uint64) {
 	t.Helper()
 	s, _ := openStore(t, store.Options{})
-	for i, b := range entries {
-		ops, err := store.DecodeOps(b)
-		if err != nil {
-			t.Fatalf("decode entry %d: %v", i+1, err)
+	for i := 0; i < len(entries); {
+		var batch []store.LogEntry
+		for n := 1 + (i*7)%group; n > 0 && i < len(entries); n-- {
+			ops, err := store.DecodeOps(entries[i])
+			if err != nil {
+				t.Fatalf("decode entry %d: %v", i+1, err)
+			}
+			batch = append(batch, store.LogEntry{Seq: uint64(i + 1), Ops: ops})
+			i++
 		}
-		if _, err := s.ApplyLog(t.Context(), uint64(i+1), ops); err != nil {
-			t.Fatalf("apply entry %d: %v", i+1, err)
+		if _, err := s.ApplyLogEntries(t.Context(), batch); err != nil {
+			t.Fatalf("apply entries %d..%d: %v", batch[0].Seq, batch[len(batch)-1].Seq, err)
 		}
 	}
 	d, seq, err := s.Digest(t.Context())
@@ -273,7 +280,8 @@ func replay(t *testing.T, entries [][]byte) (string, uint64) {
 // property: a log written by concurrent writers of every kind (so entries
 // group several ops, some of which fail), applied to empty databases one
 // entry at a time, gives byte-for-byte the same replicated tables as the
-// database that wrote it, every time.
+// database that wrote it, every time, however the entries are grouped
+// into transactions.
 func TestApplyLog_deterministic(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -300,10 +308,11 @@ func TestApplyLog_deterministic(t *testing.T) {
 				}
 			}
 			t.Logf("%d entries, %d with several ops", len(log.entries), grouped)
-			for run := range 2 {
-				got, seq := replay(t, log.entries)
+			// Entry by entry, and several entries to a transaction.
+			for _, group := range []int{1, 5} {
+				got, seq := replay(t, log.entries, group)
 				if got != want || seq != wantSeq {
-					t.Fatalf("replay %d: digest %s at seq %d, writer has %s at %d", run, got, seq, want, wantSeq)
+					t.Fatalf("replay in groups of up to %d: digest %s at seq %d, writer has %s at %d", group, got, seq, want, wantSeq)
 				}
 			}
 		})
@@ -358,11 +367,21 @@ func TestStore_Write_replicated(t *testing.T) {
 // TestDecodeOps_refusesUnknown: an instance never skips what it cannot
 // apply.
 func TestDecodeOps_refusesUnknown(t *testing.T) {
+	future, err := store.EncodeOps([]store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future = []byte(strings.Replace(string(future), "noop", "nope", 1))
+	good, _ := store.EncodeOps([]store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}})
+	if ops, err := store.DecodeOps(good); err != nil || len(ops) != 1 {
+		t.Fatalf("DecodeOps(EncodeOps(noop)) = %v, %v", ops, err)
+	}
 	for _, b := range [][]byte{
 		nil,
-		[]byte("\x02[]"),
-		[]byte(`\x01[{"at":0,"kind":"from.the.future","cmd":{}}]`),
-		append([]byte{1}, `[{"at":0,"kind":"from.the.future","cmd":{}}]`...),
+		{1},
+		{9, 0},
+		future,
+		good[:len(good)-1],
 	} {
 		if _, err := store.DecodeOps(b); err == nil {
 			t.Errorf("DecodeOps(%q) accepted", b)

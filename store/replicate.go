@@ -29,36 +29,67 @@ var (
 	ErrApplied = errors.New("store: log entry already applied")
 )
 
+// LogEntry is one entry of the replicated log: its sequence and its ops.
+type LogEntry struct {
+	Seq uint64
+	Ops []Op
+}
+
 // ApplyLog applies one entry of the replicated log, with log sequence
-// seq, in one transaction: each op in a savepoint of its own (an op that
-// fails leaves no trace, the others stay), then the applied sequence. It
-// returns each op's result. Only what the ops carry is used (their time,
-// their fields) and row ids are drawn afresh for each op, so every
-// database that applies the same entries from the same start ends the
-// same. seq must be AppliedSeq()+1.
+// seq: ApplyLogEntries with one entry.
 func (s *Store) ApplyLog(ctx context.Context, seq uint64, ops []Op) ([]OpResult, error) {
-	var results []OpResult
+	res, err := s.ApplyLogEntries(ctx, []LogEntry{{Seq: seq, Ops: ops}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// ApplyLogEntries applies consecutive entries of the replicated log in one
+// transaction: each op in a savepoint of its own (an op that fails leaves
+// no trace, the others stay), then the last entry's sequence as the
+// applied one. It returns each entry's op results. Only what the ops carry
+// is used (their time, their fields) and row ids are drawn afresh for each
+// op, so every database that applies the same entries from the same start
+// ends the same, however the entries are grouped into transactions. The
+// first entry's sequence must be AppliedSeq()+1 (ErrApplied when it is at
+// or below, ErrLogGap when above), and the others must follow it.
+func (s *Store) ApplyLogEntries(ctx context.Context, entries []LogEntry) ([][]OpResult, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	for i := 1; i < len(entries); i++ {
+		if entries[i].Seq != entries[i-1].Seq+1 {
+			return nil, fmt.Errorf("%w: entry %d after %d", ErrLogGap, entries[i].Seq, entries[i-1].Seq)
+		}
+	}
+	var results [][]OpResult
 	err := s.write(ctx, func(tx *Tx) error {
 		results = nil
 		applied, err := txAppliedSeq(tx)
+		first := entries[0].Seq
 		switch {
 		case err != nil:
 			return err
-		case seq <= applied:
-			return fmt.Errorf("%w: %d (applied %d)", ErrApplied, seq, applied)
-		case seq != applied+1:
-			return fmt.Errorf("%w: entry %d after %d", ErrLogGap, seq, applied)
+		case first <= applied:
+			return fmt.Errorf("%w: %d (applied %d)", ErrApplied, first, applied)
+		case first != applied+1:
+			return fmt.Errorf("%w: entry %d after %d", ErrLogGap, first, applied)
 		}
-		results = make([]OpResult, len(ops))
-		for i, op := range ops {
-			results[i] = tx.applyOp(op)
-			if errors.Is(results[i].Err, errSavepoint) {
-				return results[i].Err
+		results = make([][]OpResult, len(entries))
+		for i, e := range entries {
+			results[i] = make([]OpResult, len(e.Ops))
+			for j, op := range e.Ops {
+				results[i][j] = tx.applyOp(op)
+				if errors.Is(results[i][j].Err, errSavepoint) {
+					return results[i][j].Err
+				}
 			}
 		}
 		tx.now, tx.ids = time.Time{}, rowIDs{}
 		_, err = tx.Exec(`INSERT INTO store_meta (key, value) VALUES (?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, appliedSeqKey, strconv.FormatUint(seq, 10))
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, appliedSeqKey,
+			strconv.FormatUint(entries[len(entries)-1].Seq, 10))
 		return err
 	}, false)
 	if err != nil {
@@ -75,7 +106,8 @@ var errSavepoint = errors.New("store: savepoint failed")
 // and fresh row-id counters.
 func (tx *Tx) applyOp(op Op) (res OpResult) {
 	tx.now, tx.ids = op.At, rowIDs{}
-	if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+	st := tx.s.st
+	if _, err := st.opSavepoint.Exec(); err != nil {
 		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}
 	}
 	func() {
@@ -87,11 +119,11 @@ func (tx *Tx) applyOp(op Op) (res OpResult) {
 		res.Value, res.Err = op.Cmd.Apply(tx)
 	}()
 	if res.Err != nil {
-		if _, err := tx.Exec("ROLLBACK TO op"); err != nil {
+		if _, err := st.opRollbackTo.Exec(); err != nil {
 			return OpResult{Err: fmt.Errorf("%w: roll back %s (%v): %w", errSavepoint, op.Cmd.Kind(), res.Err, err)}
 		}
 	}
-	if _, err := tx.Exec("RELEASE op"); err != nil {
+	if _, err := st.opRelease.Exec(); err != nil {
 		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}
 	}
 	return res

@@ -13,6 +13,9 @@ import (
 // whole transaction on an interrupted write, which would sink the batch).
 type stmts struct {
 	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
+	// A replicated log entry's op runs in a savepoint of its own, inside
+	// the request's.
+	opSavepoint, opRollbackTo, opRelease *sql.Stmt
 
 	maxOrderID, maxDeliveryID, maxHistoryID *sql.Stmt
 
@@ -49,6 +52,9 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.savepoint, "SAVEPOINT w")
 	p(&st.rollbackTo, "ROLLBACK TO w")
 	p(&st.release, "RELEASE w")
+	p(&st.opSavepoint, "SAVEPOINT op")
+	p(&st.opRollbackTo, "ROLLBACK TO op")
+	p(&st.opRelease, "RELEASE op")
 
 	p(&st.orderByProviderID, `SELECT id, merchant_order_id, type, status, fingerprint, learned_via
 		FROM orders WHERE provider_id = ?`)

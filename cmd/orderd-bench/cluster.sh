@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Replicated mode under load, as "make bench-cluster" runs it: three
+# nats-server nodes (built from the module version go.mod pins; JetStream
+# with sync_interval: always, the setting replicated mode's guarantees
+# assume) and two "orderd run" instances with cluster.enabled, all on this
+# machine's loopback, then orderd-bench against both instances at once
+# (wrk spreading CLUSTER_CONNS connections over them) beside the
+# verify-only ceiling in interleaved rounds. Everything started is stopped
+# by its PID at the end; KEEP=1 keeps the directory.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+GO=${GO:-go}
+CONNS=${CLUSTER_CONNS:-32}
+ROUNDS=${CLUSTER_ROUNDS:-2}
+DURATION=${CLUSTER_DURATION:-8s}
+N=${CLUSTER_N:-30000}
+# CLUSTER_PROFILE=DIR: one more round while taking the first instance's
+# CPU and allocation profiles into DIR.
+PROFILE=${CLUSTER_PROFILE:-}
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/orderd-bench-cluster.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	if [ "${KEEP:-0}" = 1 ]; then echo "bench-cluster: kept $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+
+# A free loopback port, picked just before use: this is a measurement run
+# by hand, not a test; a lost race fails a start, which the run reports.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+echo "bench-cluster: building into $dir"
+$GO build -o "$dir/orderd" ./cmd/orderd
+$GO build -o "$dir/orderd-bench" ./cmd/orderd-bench
+$GO build -o "$dir/orderd-load" ./cmd/orderd-load
+$GO build -o "$dir/nats-server" github.com/nats-io/nats-server/v2
+"$dir/orderd-load" -gen-key-out "$dir/key.pem" -key-type rsa >/dev/null
+
+nports=()
+cports=()
+for _ in 1 2 3; do
+	nports+=("$(free_port)")
+	cports+=("$(free_port)")
+done
+route_list="\"nats://127.0.0.1:${cports[0]}\", \"nats://127.0.0.1:${cports[1]}\", \"nats://127.0.0.1:${cports[2]}\""
+nats_url=""
+for i in 0 1 2; do
+	n=$((i + 1))
+	mkdir -p "$dir/nats-$n"
+	cat >"$dir/nats-$n/nats.conf" <<CONF
+server_name: n$n
+host: 127.0.0.1
+port: ${nports[$i]}
+max_payload: 4MB
+jetstream {
+  store_dir: "$dir/nats-$n/js"
+  sync_interval: always
+}
+cluster {
+  name: bench
+  listen: 127.0.0.1:${cports[$i]}
+  routes: [$route_list]
+}
+CONF
+	"$dir/nats-server" -c "$dir/nats-$n/nats.conf" >"$dir/nats-$n/log" 2>&1 &
+	pids+=($!)
+	nats_url="${nats_url:+$nats_url,}nats://127.0.0.1:${nports[$i]}"
+done
+
+webhooks=""
+admins=""
+opids=""
+for name in a b; do
+	recv=$(free_port)
+	admin=$(free_port)
+	mkdir -p "$dir/$name"
+	cat >"$dir/$name/config.yaml" <<CONF
+provider:
+  # Never called: every schedule is off.
+  base_url: http://127.0.0.1:9
+  api_key: unused
+  public_keys: [$dir/key.pem.pub]
+receiver:
+  listen: 127.0.0.1:$recv
+admin:
+  listen: 127.0.0.1:$admin
+  # Profiles for CLUSTER_PROFILE (loopback only, no token: a bench run).
+  pprof: true
+store:
+  path: $dir/$name/orderd.db
+nats:
+  url: $nats_url
+cluster:
+  enabled: true
+  node: $name
+reconcile:
+  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
+log:
+  level: warn
+  format: json
+CONF
+	"$dir/orderd" run -config "$dir/$name/config.yaml" >"$dir/$name/log" 2>&1 &
+	pids+=($!)
+	opids="${opids:+$opids,}$!"
+	webhooks="${webhooks:+$webhooks,}http://127.0.0.1:$recv/webhooks/orders"
+	admins="${admins:+$admins,}http://127.0.0.1:$admin"
+done
+for a in ${admins//,/ }; do
+	for _ in $(seq 1 900); do
+		if curl -fsS "$a/readyz" >/dev/null 2>&1; then break; fi
+		sleep 0.1
+	done
+	if ! curl -fsS "$a/readyz" >/dev/null; then
+		echo "bench-cluster: $a not ready"
+		tail -n 20 "$dir"/a/log "$dir"/b/log
+		exit 1
+	fi
+done
+echo "bench-cluster: 3 nats-server nodes (R3, sync_interval always) and 2 orderd instances ready"
+
+"$dir/orderd-bench" -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
+	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE"}
+for a in ${admins//,/ }; do
+	echo "bench-cluster: $a/v1/cluster: $(curl -fsS "$a/v1/cluster")"
+done
