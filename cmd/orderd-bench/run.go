@@ -536,8 +536,12 @@ func (b *bench) printRound(r roundResult) {
 	}
 	fmt.Fprintln(b.out, line)
 	if r.rssAfter > 0 {
-		fmt.Fprintf(b.out, "%-16s memory after the round: RSS %s; Go heap in use %s, Go runtime's total from the system %s; the rest (SQLite's page caches, ...) about %s\n",
-			"", mib(r.rssAfter), mib(r.heapInuse), mib(r.goSys), mib(max(r.rssAfter-r.goSys, 0)))
+		of := ""
+		if n := len(b.admins); n > 1 {
+			of = fmt.Sprintf(" (summed over the %d instances)", n)
+		}
+		fmt.Fprintf(b.out, "%-16s memory after the round%s: RSS %s; Go heap in use %s, Go runtime's total from the system %s; the rest (SQLite's page caches, ...) about %s\n",
+			"", of, mib(r.rssAfter), mib(r.heapInuse), mib(r.goSys), mib(max(r.rssAfter-r.goSys, 0)))
 	}
 }
 
