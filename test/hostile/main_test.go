@@ -444,9 +444,13 @@ func do(t *testing.T, client *http.Client, req *http.Request) reply {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
+	if err != nil && !(errors.Is(err, syscall.ECONNRESET) && resp.StatusCode >= 400) {
 		t.Fatalf("read answer: %v", err)
 	}
+	// A refusal's body may be cut by a reset: the server answers and
+	// closes while the client's oversized request is still unread, and on
+	// a busy machine the kernel's reset can overtake the answer's body.
+	// The status line arrived; that is the answer.
 	var word struct {
 		Status string `json:"status"`
 		State  string `json:"state"`
