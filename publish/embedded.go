@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -40,12 +41,24 @@ type EmbeddedConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept clients;
 	// default 10s.
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// CheckInterval is how often JetStream's health is checked (see
+	// Embedded.JetStreamErr); default 2s.
+	CheckInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // Embedded is a running in-process NATS server with JetStream.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	opts *server.Options
+	log  *slog.Logger
+
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+
+	mu    sync.Mutex
+	jsErr error // the last health check's finding; nil when healthy
 }
 
 // StartEmbedded starts a NATS server with JetStream in this process and
@@ -125,9 +138,111 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, errors.New("embedded nats: jetstream did not start")
 	}
-	e := &Embedded{srv: srv}
+	every := cfg.CheckInterval
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	e := &Embedded{srv: srv, opts: opts, log: log, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go e.watch(every)
 	log.Info("embedded nats listening", "url", e.ClientURL(), "store_dir", cfg.StoreDir)
 	return e, nil
+}
+
+// Recovery from a stuck write error: the first attempt soon after the
+// error is seen, later ones further apart while it persists.
+const (
+	minRecoverWait = 2 * time.Second
+	maxRecoverWait = 30 * time.Second
+)
+
+// JetStreamErr returns why JetStream cannot store events now, as of the
+// last health check (every CheckInterval), or nil. A write error (the disk
+// was full, say) is one such reason: JetStream's file store keeps it and
+// refuses every later write to the stream, even once space returns, until
+// the stream is loaded again. The watchdog does that (RecoverJetStream).
+func (e *Embedded) JetStreamErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.jsErr
+}
+
+// watch checks JetStream's health every interval and restarts JetStream
+// while a stream is stuck on a write error, with growing pauses, until
+// Shutdown.
+func (e *Embedded) watch(every time.Duration) {
+	defer close(e.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var next time.Time // earliest next recovery attempt
+	wait := minRecoverWait
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		err := e.checkJetStream()
+		e.mu.Lock()
+		was := e.jsErr
+		e.jsErr = err
+		e.mu.Unlock()
+		switch {
+		case err == nil && was != nil:
+			e.log.Info("embedded nats: jetstream healthy again")
+			next, wait = time.Time{}, minRecoverWait
+		case err == nil:
+		case was == nil:
+			e.log.Error("embedded nats: jetstream cannot store events; restarting it until it can", "err", err)
+			next = time.Now().Add(wait)
+		case time.Now().After(next):
+			if rerr := e.RecoverJetStream(); rerr != nil {
+				e.log.Warn("embedded nats: restarting jetstream failed", "err", rerr)
+			}
+			wait = min(2*wait, maxRecoverWait)
+			next = time.Now().Add(wait)
+		}
+	}
+}
+
+// checkJetStream asks the server's own health check (that of its /healthz
+// endpoint) whether JetStream runs and every stream can be written.
+func (e *Embedded) checkJetStream() error {
+	if !e.srv.JetStreamEnabled() {
+		return errors.New("jetstream is not running")
+	}
+	h := e.srv.Healthz(&server.HealthzOptions{})
+	if h == nil || h.StatusCode == 0 || h.StatusCode == 200 {
+		return nil
+	}
+	if h.Error != "" {
+		return errors.New(h.Error)
+	}
+	return fmt.Errorf("jetstream unhealthy (%s)", h.Status)
+}
+
+// RecoverJetStream restarts JetStream inside the running server: its
+// streams are loaded again from their files, which clears a write error the
+// file store would otherwise keep until the process restarts, and a
+// half-written record left by the failed write is dropped. Messages
+// JetStream acknowledged are on disk and stay; the relay sends again what
+// was not acknowledged, and the duplicate window, rebuilt from the stream,
+// drops what did land. Clients stay connected.
+func (e *Embedded) RecoverJetStream() error {
+	e.log.Warn("embedded nats: restarting jetstream to clear a write error")
+	if err := e.srv.ShutdownJetStream(); err != nil {
+		return fmt.Errorf("stop jetstream: %w", err)
+	}
+	err := e.srv.EnableJetStream(&server.JetStreamConfig{
+		StoreDir:   e.opts.StoreDir,
+		SyncAlways: e.opts.SyncAlways,
+		MaxMemory:  e.opts.JetStreamMaxMemory,
+		MaxStore:   e.opts.JetStreamMaxStore,
+		Strict:     true,
+	})
+	if err != nil {
+		return fmt.Errorf("start jetstream: %w", err)
+	}
+	return nil
 }
 
 // ClientURL returns the URL clients use, nats://host:port, with the port
@@ -142,9 +257,11 @@ func (e *Embedded) Server() *server.Server {
 	return e.srv
 }
 
-// Shutdown stops the server and waits until it has stopped and closed its
-// files. Calling it twice is harmless.
+// Shutdown stops the health watchdog and the server and waits until it has
+// stopped and closed its files. Calling it twice is harmless.
 func (e *Embedded) Shutdown() {
+	e.once.Do(func() { close(e.stop) })
+	<-e.stopped
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }

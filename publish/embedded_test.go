@@ -4,6 +4,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -76,5 +77,49 @@ func TestStartEmbedded_BadConfig(t *testing.T) {
 				t.Errorf("err = %q, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestEmbedded_RecoverJetStream: restarting JetStream inside the running
+// server (what the watchdog does after a write error) keeps the stream and
+// what it acknowledged, keeps the client connected, and leaves the
+// duplicate window knowing the ids it stored.
+func TestEmbedded_RecoverJetStream(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	if err := e.JetStreamErr(); err != nil {
+		t.Fatalf("a fresh server: %v", err)
+	}
+	nc, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(t.Context(), "orderd.orders.payin.completed", []byte(`{"n":1}`), jetstream.WithMsgID("e1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RecoverJetStream(); err != nil {
+		t.Fatalf("RecoverJetStream: %v", err)
+	}
+	if !nc.IsConnected() {
+		t.Fatal("the client lost its connection")
+	}
+	var again *jetstream.PubAck
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		again, err = js.Publish(t.Context(), "orderd.orders.payin.completed", []byte(`{"n":1}`), jetstream.WithMsgID("e1"))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("publish after the restart: %v", err)
+	}
+	if !again.Duplicate || again.Sequence != ack.Sequence {
+		t.Errorf("the same id after the restart: %+v, want a duplicate of seq %d", again, ack.Sequence)
+	}
+	if _, err := js.Publish(t.Context(), "orderd.orders.payin.completed", []byte(`{"n":2}`), jetstream.WithMsgID("e2")); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := streamMsgs(t, js, publish.DefaultStreamName); len(msgs) != 2 {
+		t.Errorf("stream holds %d messages, want 2", len(msgs))
 	}
 }

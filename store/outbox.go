@@ -146,6 +146,21 @@ func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Tim
 	return backlog, oldest, nil
 }
 
+// OldestUnpublished returns when the oldest unpublished event was queued,
+// and false when every event is published. It reads one row of the
+// unpublished index, so readiness checks may call it often.
+func (s *Store) OldestUnpublished(ctx context.Context) (time.Time, bool, error) {
+	var at int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT 1`).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest unpublished event: %w", err)
+	}
+	return time.UnixMilli(at).UTC(), true, nil
+}
+
 // pruneOutboxCmd is one chunk of PruneOutbox.
 type pruneOutboxCmd struct {
 	Before time.Time

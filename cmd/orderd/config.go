@@ -157,8 +157,8 @@ type NATSConfig struct {
 	// MaxAge and MaxBytes limit the stream; zero means no limit.
 	MaxAge   time.Duration `yaml:"max_age"`
 	MaxBytes ByteSize      `yaml:"max_bytes"`
-	// UnreachableReadyAfter is how long NATS may be unreachable before
-	// /readyz fails.
+	// UnreachableReadyAfter is how long NATS may be unreachable, or the
+	// oldest unpublished event wait, before /readyz fails.
 	UnreachableReadyAfter time.Duration `yaml:"unreachable_ready_after"`
 	// Replicas of the events stream; 0 means 1, or cluster.replicas when
 	// the cluster is enabled (see EventReplicas).

@@ -205,15 +205,16 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	deps := api.Deps{
 		Store:    d.store,
 		Provider: d.client,
-		Checks: []api.Check{{Name: "nats", Check: func(context.Context) error {
-			return d.connSt.Ready(cfg.NATS.UnreachableReadyAfter)
-		}}},
-		Cluster: d.clusterAPI(),
-		Metrics: promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
+		Checks:   []api.Check{{Name: "nats", Check: d.natsReady}},
+		Cluster:  d.clusterAPI(),
+		Metrics:  promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
 	}
 	if d.node != nil {
 		// Ready when this instance can append to the log.
 		deps.Checks = append(deps.Checks, api.Check{Name: "log", Check: d.node.Ready})
+	} else {
+		// The one instance publishes: ready only while events get out.
+		deps.Checks = append(deps.Checks, api.Check{Name: "outbox", Check: d.outboxReady})
 	}
 	if err := wireReports(d, &deps); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,15 +68,48 @@ func fill(t *testing.T, dir string, limit int64) (string, int64) {
 	return p, n
 }
 
+// restartWAL checkpoints the database and makes the next writer start the
+// WAL from its beginning, as SQLite's automatic checkpoints do.
+func restartWAL(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var busy, logPages, done int
+	if err := db.QueryRowContext(t.Context(), "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logPages, &done); err != nil {
+		t.Fatal(err)
+	}
+	if busy != 0 {
+		t.Fatalf("wal_checkpoint(RESTART) was blocked (%d of %d pages checkpointed)", done, logPages)
+	}
+}
+
 // TestStore_DiskFull puts the store on a small tmpfs and fills it while
-// orderd runs. Webhooks are then answered 503 (the provider retries),
-// never 200 for a delivery that was not stored, the provider's own
-// deliveries are retried, and /readyz says the store cannot commit. Once space returns, orderd answers 200 again without a
-// restart, and everything acknowledged is stored and published once.
+// orderd runs: once with an external NATS server, once with orderd's
+// embedded one keeping its stream on the same tmpfs. Webhooks are then
+// answered 503 (the provider retries), never 200 for a delivery that was
+// not stored, the provider's own deliveries are retried, and /readyz says
+// the store cannot commit. Once space returns, orderd answers 200 again
+// without a restart, and everything acknowledged is stored and published
+// once. With the embedded server, the events of the deliveries stored while
+// the disk was full (in the WAL's space) cannot reach the stream: /readyz
+// says so, and once space returns JetStream is restarted inside the running
+// process and the events go out.
 func TestStore_DiskFull(t *testing.T) {
+	t.Run("external NATS", func(t *testing.T) { diskFull(t, false) })
+	t.Run("embedded NATS on the same disk", func(t *testing.T) { diskFull(t, true) })
+}
+
+func diskFull(t *testing.T, embedded bool) {
 	mnt := mountTmpfs(t, "8m")
-	e := newEnv(t, envOptions{storePath: filepath.Join(mnt, "orderd.db"),
-		fakeFlags: []string{"-webhook-base-delay", "100ms", "-max-webhook-delay", "400ms"}})
+	opts := envOptions{storePath: filepath.Join(mnt, "orderd.db"),
+		fakeFlags: []string{"-webhook-base-delay", "100ms", "-max-webhook-delay", "400ms"}}
+	if embedded {
+		opts.natsDown, opts.embeddedNATS = true, filepath.Join(mnt, "nats")
+	}
+	e := newEnv(t, opts)
 	e.od.startReady()
 
 	c := newWebhookClient(t, e.od.webhooks)
@@ -102,6 +136,11 @@ func TestStore_DiskFull(t *testing.T) {
 		acked[d.id] = true
 	}
 
+	// A checkpoint that restarts the WAL lets the next commits reuse the
+	// WAL file's space, so a few deliveries are still stored (and their
+	// events queued) once the disk is full: the relay then meets the full
+	// disk too, in the NATS store when it shares the disk.
+	restartWAL(t, e.od.dbPath)
 	filler, size := fill(t, mnt, 64<<20)
 
 	// While the disk is full: each delivery gets 200 only if it was stored
@@ -190,9 +229,35 @@ func TestStore_DiskFull(t *testing.T) {
 		}
 	}
 
-	code, body := httpStatus("http://" + e.od.admin + "/readyz")
-	if code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz with the disk full: %d %s; want 503", code, body)
+	// A small write (the readiness probe's own) may still find room in
+	// the WAL a moment after a delivery did not; with the disk staying
+	// full, it soon does not.
+	var code int
+	var body string
+	if !waitFor(10*time.Second, 50*time.Millisecond, func() bool {
+		code, body = httpStatus("http://" + e.od.admin + "/readyz")
+		return code == http.StatusServiceUnavailable
+	}) {
+		t.Errorf("/readyz with the disk full: %d %s; want 503 within 10s", code, body)
+	}
+	if embedded {
+		// Deliveries stored in the WAL's space queued events, which the
+		// full disk keeps out of the stream: readiness must say so, not
+		// only that the store is full.
+		if okWhileFull == 0 {
+			t.Fatal("no delivery was stored once the disk was full, so no event met the full NATS store; the scenario was not reached")
+		}
+		stuck := func(body string) bool {
+			return bytes.Contains([]byte(body), []byte("embedded nats cannot store events")) ||
+				bytes.Contains([]byte(body), []byte("events are not getting out"))
+		}
+		if !waitFor(10*time.Second, 50*time.Millisecond, func() bool {
+			code, body = httpStatus("http://" + e.od.admin + "/readyz")
+			return code == http.StatusServiceUnavailable && stuck(body)
+		}) {
+			t.Errorf("/readyz with events stuck behind a full NATS store does not say so within 10s: %d %s", code, body)
+		}
+		t.Logf("/readyz with events stuck: %s", body)
 	}
 	logb, _ := os.ReadFile(e.od.logPath)
 	if !bytes.Contains(logb, []byte("database or disk is full")) {
@@ -228,13 +293,15 @@ func TestStore_DiskFull(t *testing.T) {
 	for range 20 {
 		retry(next())
 	}
+	// Ready again, in the same process: the store commits, and the events
+	// get out (for the embedded server, once its JetStream is restarted).
 	e.od.waitReady()
 	if !waitFor(10*time.Second, 50*time.Millisecond, func() bool { return deliveriesDone(e.fake.webhooks(), providerOrders) }) {
 		t.Fatal("the fake's retried webhooks were not acknowledged within 10s of space returning")
 	}
 	providerAttempts := len(e.fake.webhooks())
 
-	waitDrained(t, e.od.dbPath, e.nats.URL(), 30*time.Second)
+	waitDrained(t, e.od.dbPath, e.od.natsURL, 30*time.Second)
 	stored := storedOrders(t, openDB(t, e.od.dbPath))
 	lost := 0
 	for id := range acked {
@@ -243,7 +310,7 @@ func TestStore_DiskFull(t *testing.T) {
 			t.Errorf("acked order %s is not stored (%q)", id, stored[id])
 		}
 	}
-	events := readStream(t, e.nats.URL())
+	events := readStream(t, e.od.natsURL)
 	byOrder := checkStreamUnique(t, events)
 	for i := 1; i <= n; i++ {
 		moid := fmt.Sprintf("full-%d", i)
@@ -254,6 +321,12 @@ func TestStore_DiskFull(t *testing.T) {
 	for moid := range providerOrders {
 		if evs := byOrder[moid]; len(evs) != 1 || evs[0].Type != "order.completed" {
 			t.Errorf("order %s, retried by the provider: events %v; want one order.completed", moid, eventTypes(evs))
+		}
+	}
+	if embedded {
+		logb, _ := os.ReadFile(e.od.logPath)
+		if !bytes.Contains(logb, []byte("restarting jetstream to clear a write error")) {
+			t.Error("orderd's log does not show the embedded JetStream restarted after its write error")
 		}
 	}
 	e.od.stop()

@@ -298,7 +298,10 @@ type orderdConfig struct {
 	providerURL, apiKey string
 	publicKeys          []string
 	natsURL             string
-	storePath           string
+	// embeddedNATS, when set, runs orderd's embedded NATS server with
+	// its store in this directory (natsURL is then ignored).
+	embeddedNATS string
+	storePath    string
 	// publicURL, when set, is receiver.public_url.
 	publicURL bool
 	// reconcile is the whole reconcile section; empty turns every job off.
@@ -354,6 +357,12 @@ func newOrderd(t *testing.T, dir string, c orderdConfig) *orderd {
 	if c.publicURL {
 		publicURL = "  public_url: " + o.webhooks + "\n"
 	}
+	natsSection := fmt.Sprintf("nats:\n  url: %s\n  unreachable_ready_after: 1s\n", c.natsURL)
+	if c.embeddedNATS != "" {
+		addr := testaddr.Loopback(t)
+		o.natsURL = "nats://" + addr
+		natsSection = fmt.Sprintf("nats:\n  embedded:\n    listen: %s\n    store_dir: %q\n  unreachable_ready_after: 1s\n", addr, c.embeddedNATS)
+	}
 	cfg := fmt.Sprintf(`provider:
   base_url: %s
   api_key: %s
@@ -368,10 +377,7 @@ receiver:
   listen: %s
 store:
   path: %q
-nats:
-  url: %s
-  unreachable_ready_after: 1s
-publish:
+%spublish:
   publish_timeout: 2s
 reports:
   dir: %q
@@ -380,7 +386,7 @@ log:
   format: json
 shutdown_timeout: 10s
 %s%s`, c.providerURL, c.apiKey, strings.Join(keys, ", "), c.rate, c.burst, o.recv, publicURL, o.admin, o.dbPath,
-		c.natsURL, filepath.Join(dir, "reports"), rec, c.extra)
+		natsSection, filepath.Join(dir, "reports"), rec, c.extra)
 	if err := os.WriteFile(o.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +491,10 @@ type envOptions struct {
 	storePath string
 	// natsDown leaves nats-server not started.
 	natsDown bool
+	// embeddedNATS runs orderd's embedded NATS with its store in this
+	// directory instead of the suite's nats-server (which still starts,
+	// unused, unless natsDown).
+	embeddedNATS string
 }
 
 // newEnv starts nats-server (unless natsDown) and the fake provider and
@@ -497,13 +507,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.nats.start()
 	}
 	e.od = newOrderd(t, dir, orderdConfig{
-		providerURL: e.fake.url,
-		apiKey:      e.fake.apiKey,
-		publicKeys:  []string{e.fake.pubKey, e.signer.pubKey},
-		natsURL:     e.nats.URL(),
-		storePath:   o.storePath,
-		publicURL:   o.publicURL,
-		reconcile:   o.reconcile,
+		providerURL:  e.fake.url,
+		apiKey:       e.fake.apiKey,
+		publicKeys:   []string{e.fake.pubKey, e.signer.pubKey},
+		natsURL:      e.nats.URL(),
+		storePath:    o.storePath,
+		embeddedNATS: o.embeddedNATS,
+		publicURL:    o.publicURL,
+		reconcile:    o.reconcile,
 	})
 	return e
 }
