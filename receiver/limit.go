@@ -77,3 +77,14 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// CloseWrite half-closes the connection when the underlying one can (TCP).
+// net/http does that before closing a connection whose request it refused
+// unread (431, 413), so the client reads the answer instead of a reset;
+// embedding net.Conn alone would hide the method.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -290,3 +290,30 @@ func TestServer_MaxConns(t *testing.T) {
 		t.Fatal("the waiting connection was not served after a slot freed")
 	}
 }
+
+// TestServer_MaxConnsRefusalsAreRead: behind the connection cap, a request
+// the server refuses unread (headers too large) still gets its answer, not
+// a connection reset: the capped connection half-closes like a plain one.
+func TestServer_MaxConnsRefusalsAreRead(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := startServer(t, receiver.ServerConfig{MaxConns: 4}, h)
+	for i := range 10 {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.Addr()+"/", strings.NewReader(`{"id":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Padding", strings.Repeat("p", 70<<10))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: reading the answer: %v", i, err)
+		}
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("request %d: %d, want 431", i, resp.StatusCode)
+		}
+	}
+}
