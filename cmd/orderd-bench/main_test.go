@@ -277,3 +277,33 @@ func TestWriteCorpus(t *testing.T) {
 		}
 	}
 }
+
+func TestSameCorpus(t *testing.T) {
+	dir := t.TempDir()
+	m := corpusMeta{Rounds: 2, PerRound: 100, Shards: 2, ProfileN: 50, RateN: 20}
+	if sameCorpus(dir, m) {
+		t.Fatal("an empty directory holds a corpus")
+	}
+	if err := writeCorpusMeta(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if sameCorpus(dir, m) {
+		t.Error("a corpus without its key counts")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench-key.pem"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !sameCorpus(dir, m) {
+		t.Error("the same shape does not count")
+	}
+	noProfile := m
+	noProfile.ProfileN, noProfile.RateN = 0, 0
+	if !sameCorpus(dir, noProfile) {
+		t.Error("a run without profile and paced rounds cannot use a corpus that has them")
+	}
+	other := m
+	other.PerRound = 101
+	if sameCorpus(dir, other) {
+		t.Error("another -n counts as the same corpus")
+	}
+}

@@ -19,7 +19,7 @@ import (
 
 // roundResult is one round against one target.
 type roundResult struct {
-	target  string // "ceiling", "orderd" or "profile"
+	target  string // "ceiling", "orderd", "paced" or "profile"
 	round   int
 	rate    float64 // answered requests per second, summed over the URLs
 	answers int64
@@ -75,7 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() {
-		if o.keep || o.reuse {
+		// A directory given with -work is the caller's: never removed.
+		if o.workDir != "" || o.keep {
 			b.logf("kept %s", b.dir)
 		} else {
 			os.RemoveAll(b.dir)
@@ -93,6 +94,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		want.ProfileN = o.profileN
 	}
 	reused := o.reuse && sameCorpus(b.dir, want)
+	if !reused {
+		// This run signs anew with a new key: an earlier run's
+		// description of the corpus no longer holds.
+		if err := os.Remove(filepath.Join(b.dir, "corpus.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	switch {
 	case o.keyFile != "":
 		key, err = loadKey(o.keyFile)
