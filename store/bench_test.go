@@ -113,7 +113,7 @@ func BenchmarkStore_Apply(b *testing.B) {
 func BenchmarkSQLite_RawInsert(b *testing.B) {
 	_, path := openStore(b, store.Options{})
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
-		"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(memory)&_txlock=immediate")
+		"&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)&_pragma=temp_store(memory)&_txlock=immediate")
 	if err != nil {
 		b.Fatal(err)
 	}

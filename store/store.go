@@ -144,14 +144,17 @@ func pathDSN(path, query string) string {
 // writer, synchronous=FULL so a commit survives power loss, immediate
 // transactions so a transaction never has to upgrade its lock, foreign keys
 // enforced, and a busy timeout for writers in other processes (the
-// reconcile CLI).
+// reconcile CLI). The page cache is 16 MiB: modernc.org's allocator gives
+// each 4 KiB page an 8 KiB slot outside Go's heap, so 64 MiB held about
+// 130 MiB of RSS for good, with no measurable gain (BENCHMARKS.md,
+// "Memory").
 func writerDSN(path string, relaxed bool) string {
 	sync := "FULL"
 	if relaxed {
 		sync = "NORMAL"
 	}
 	return pathDSN(path, fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)"+
-		"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(memory)&_txlock=immediate", busyTimeoutMillis, sync))
+		"&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)&_pragma=temp_store(memory)&_txlock=immediate", busyTimeoutMillis, sync))
 }
 
 // readerDSN configures the read pool: query_only makes any write on it an
