@@ -18,6 +18,12 @@ N=${CLUSTER_N:-30000}
 # CLUSTER_PROFILE=DIR: one more round while taking the first instance's
 # CPU and allocation profiles into DIR.
 PROFILE=${CLUSTER_PROFILE:-}
+# SINGLE=1 (the default) measures single-node mode the same way afterwards
+# (orderd run with its embedded server, the same connections, its own
+# ceiling); BEFORE=REV also measures the single-node daemon built from
+# git revision REV, for a before/after comparison in one run.
+SINGLE=${SINGLE:-1}
+BEFORE=${BEFORE:-}
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/orderd-bench-cluster.XXXXXX")
 pids=()
@@ -132,3 +138,19 @@ echo "bench-cluster: 3 nats-server nodes (R3, sync_interval always) and 2 orderd
 for a in ${admins//,/ }; do
 	echo "bench-cluster: $a/v1/cluster: $(curl -fsS "$a/v1/cluster")"
 done
+
+# The cluster stops before single-node mode is measured on the same cores.
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+if [ "$SINGLE" = 1 ]; then
+	echo "bench-cluster: single-node mode, the same way"
+	"$dir/orderd-bench" -orderd "$dir/orderd" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
+fi
+if [ -n "$BEFORE" ]; then
+	echo "bench-cluster: single-node mode built from $BEFORE"
+	git worktree add -q --detach "$dir/before" "$BEFORE"
+	(cd "$dir/before" && $GO build -o "$dir/orderd-before" ./cmd/orderd)
+	git worktree remove --force "$dir/before"
+	"$dir/orderd-bench" -orderd "$dir/orderd-before" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
+fi
