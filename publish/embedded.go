@@ -21,7 +21,22 @@ const (
 	// largest size (1 MiB) wrapped in a CloudEvent; NATS's own default,
 	// 1 MiB, would not.
 	DefaultMaxPayload = 4 << 20
+	// MaxPayloadLimit is the largest max_payload a NATS server accepts.
+	MaxPayloadLimit = 64 << 20
+	// EventOverhead is room enough for what an order event adds to the
+	// order's own JSON: the CloudEvent's attributes and the message's
+	// subject and headers. An order body of B bytes fits in a message of
+	// B+EventOverhead.
+	EventOverhead = 4 << 10
 )
+
+// EmbeddedPayloadFor is the max_payload the embedded server gets for
+// webhook bodies of up to maxBody bytes: room for the largest event orderd
+// makes of them — a finding that carries two versions of an order — and at
+// least DefaultMaxPayload, at most MaxPayloadLimit.
+func EmbeddedPayloadFor(maxBody int64) int32 {
+	return int32(min(max(DefaultMaxPayload, 2*maxBody+EventOverhead), MaxPayloadLimit))
+}
 
 // EmbeddedConfig configures the NATS server orderd runs in-process when no
 // external server is configured.

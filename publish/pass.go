@@ -17,8 +17,9 @@ import (
 
 // JetStream error codes the relay reacts to.
 const (
-	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // atomic publish is disabled
-	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // atomic batch contains a duplicate message id
+	errCodeAtomicDisabled   jetstream.ErrorCode = 10174 // atomic publish is disabled
+	errCodeAtomicDuplicate  jetstream.ErrorCode = 10201 // atomic batch contains a duplicate message id
+	errCodeAtomicIncomplete jetstream.ErrorCode = 10176 // a message of the batch was not taken
 )
 
 const (
@@ -92,6 +93,7 @@ func (r *Relay) prepare(ctx context.Context) error {
 		r.cfg.Metrics.failure(errKindNATS)
 		return err
 	}
+	r.maxMsgSize = int64(s.CachedInfo().Config.MaxMsgSize)
 	batches := s.CachedInfo().Config.AllowAtomicPublish
 	if batches != r.atomic {
 		r.log.Info("publishing mode", "atomic_batches", batches, "stream", s.CachedInfo().Config.Name)
@@ -169,6 +171,10 @@ type inflight struct {
 	id       string
 	paf      jetstream.PubAckFuture
 	deadline time.Time
+	// ev and bytes are the event and its message size, for setting it
+	// aside when the stream refuses it (single publishes only).
+	ev    store.OutboxEvent
+	bytes int64
 }
 
 // encoded is an outbox event ready to be sent.
@@ -224,7 +230,7 @@ func (p *pass) run(ctx context.Context) error {
 			}
 			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
 			if err != nil {
-				r.skip(ev, err)
+				r.setAside(ctx, ev, 0, 0, fmt.Errorf("cannot be encoded: %w", err))
 				if len(chunk) == 0 {
 					p.settled(ev.Seq)
 				}
@@ -277,6 +283,13 @@ func (p *pass) send(ctx context.Context, chunk []encoded) error {
 		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDisabled:
 			r.log.Warn("the stream no longer takes atomic batches; publishing one by one")
 			r.atomic = false
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum ||
+			apiErr.ErrorCode == errCodeAtomicIncomplete):
+			// The stream did not take one of the events (larger than it
+			// takes, say): one by one, that one meets its own error —
+			// and is set aside when it can never be taken — while the
+			// others go.
+			r.log.Debug("batch refused; sending its events one by one", "events", len(chunk), "err", err)
 		default:
 			return err
 		}
@@ -293,14 +306,17 @@ func (p *pass) send(ctx context.Context, chunk []encoded) error {
 }
 
 // fitsBatch reports whether every event of chunk is well below the
-// server's maximum payload; an oversized one is left to publishOne, which
-// sets it aside.
+// server's maximum payload and the stream's maximum message size; an
+// oversized one is left to publishOne, which sets it aside.
 func (p *pass) fitsBatch(chunk []encoded) bool {
 	nc := p.r.js.Conn()
 	if nc == nil {
 		return false
 	}
 	limit := nc.MaxPayload() - batchHeaderRoom
+	if m := p.r.maxMsgSize; m > 0 {
+		limit = min(limit, m-batchHeaderRoom)
+	}
 	for _, e := range chunk {
 		if int64(len(e.subject)+len(e.payload)) > limit {
 			return false
@@ -346,7 +362,8 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 		if _, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)}); err != nil {
 			var apiErr *jetstream.APIError
 			switch {
-			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled):
+			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled ||
+				apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == errCodeAtomicIncomplete):
 				// The caller falls back; not a failure to count.
 			case errors.Is(err, errAckTimeout):
 				r.cfg.Metrics.failure(errKindTimeout)
@@ -381,7 +398,12 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
-			r.skip(ev, err)
+			var limit int64
+			if nc := r.js.Conn(); nc != nil {
+				limit = nc.MaxPayload()
+			}
+			r.setAside(ctx, ev, int64(len(e.subject)+len(e.payload)), limit,
+				errors.New("larger than the NATS server's max_payload"))
 			p.settled(ev.Seq)
 			return nil
 		}
@@ -390,7 +412,7 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 	}
 	p.queue = append(p.queue, inflight{
 		seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
-		deadline: sent.Add(r.cfg.PublishTimeout),
+		deadline: sent.Add(r.cfg.PublishTimeout), ev: ev, bytes: int64(len(e.subject) + len(e.payload)),
 	})
 	p.busy[ev.EventSubject]++
 	return nil
@@ -415,6 +437,16 @@ func (p *pass) ackHead(ctx context.Context) error {
 		delete(p.busy, f.key)
 	}
 	ack, err := awaitAck(ctx, f)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+		// Larger than the stream's max_msg_size: it will never be
+		// taken. The events after it are not held back.
+		r.setAside(ctx, f.ev, f.bytes, 0, fmt.Errorf("refused by the stream: %w", err))
+		if f.seq > p.done {
+			p.done = f.seq // it was the oldest outstanding: all before it is settled
+		}
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, errAckTimeout) {
 			r.cfg.Metrics.failure(errKindTimeout)
@@ -471,14 +503,25 @@ func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
 	}
 }
 
-// skip sets aside an event that can never be published as it is (its row
-// is malformed, or it exceeds the server's maximum payload). It stays
-// unpublished in the outbox, where the backlog metrics and an error log
-// line show it; holding every other event back behind it would be worse.
-func (r *Relay) skip(ev store.OutboxEvent, err error) {
+// setAside takes an event that can never be published as it is (its row
+// does not encode, or it is larger than the server's or the stream's
+// largest message) out of the queue for good: the store marks it, keeps it
+// out of pruning and opens an "event_not_published" finding, whose own
+// small event reaches consumers. Holding every other event back behind it
+// would be worse. When the store cannot record that, this process still
+// skips it until it restarts.
+func (r *Relay) setAside(ctx context.Context, ev store.OutboxEvent, bytes, limit int64, cause error) {
 	r.skipped[ev.Seq] = true
 	r.cfg.Metrics.failure(errKindInvalid)
-	r.log.Error("event cannot be published; left in the outbox", "seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "err", err)
+	sa := store.SetAside{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Subject: r.cfg.Prefix + "." + ev.Subject,
+		EventSubject: ev.EventSubject, Bytes: bytes, Limit: limit, Reason: cause.Error()}
+	if err := r.outbox.SetAsideEvent(ctx, sa); err != nil {
+		r.log.Error("event cannot be published, and setting it aside failed; skipped until restart",
+			"seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "bytes", bytes, "limit", limit, "err", cause, "store_err", err)
+		return
+	}
+	r.log.Error("event cannot be published; set aside with an event_not_published finding",
+		"seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "bytes", bytes, "limit", limit, "err", cause)
 }
 
 // marker marks acknowledged events published in a goroutine of its own, so

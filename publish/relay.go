@@ -30,6 +30,9 @@ type Outbox interface {
 	OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error)
 	// Notify is signalled after each commit that added outbox events.
 	Notify() <-chan struct{}
+	// SetAsideEvent takes an event that can never be published as it is
+	// out of the queue, with a finding that says why.
+	SetAsideEvent(ctx context.Context, ev store.SetAside) error
 }
 
 // The store is the outbox orderd runs with.
@@ -136,7 +139,8 @@ type Relay struct {
 	sem         chan struct{}
 	skipped     map[int64]bool
 	streamReady bool
-	atomic      bool // the stream takes atomic batches
+	atomic      bool  // the stream takes atomic batches
+	maxMsgSize  int64 // the stream's largest message; 0 or less: no limit of its own
 }
 
 // NewRelay checks cfg, fills in defaults and returns a relay that publishes

@@ -461,6 +461,11 @@ func TestRelay_ProvisionsStreamWhenNATSComesUp(t *testing.T) {
 	}
 }
 
+// TestRelay_SetsAsideEventTooLargeForNATS: an event larger than the
+// server's max_payload never stalls the others, and is not left silently in
+// the outbox: it is set aside for good (kept, out of the backlog and of
+// pruning) with an event_not_published finding whose own event reaches the
+// stream, and a restarted relay does not try it again.
 func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: 16 << 10})
 	if err != nil {
@@ -477,7 +482,7 @@ func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runRelay(t, newRelay(t, publish.RelayConfig{Metrics: m, PollInterval: 100 * time.Millisecond}, st, js))
+	stop := runRelay(t, newRelay(t, publish.RelayConfig{Metrics: m, PollInterval: 100 * time.Millisecond}, st, js))
 
 	big := newTestOrder("big", 0)
 	big.extra = strings.Repeat("x", 20<<10)
@@ -485,15 +490,128 @@ func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	for i := range 3 {
 		apply(t, st, newTestOrder("small", i), "processing", false, store.SourceWebhook)
 	}
-	// The events behind the oversized one still go out.
-	waitFor(t, 5*time.Second, "the small orders' events", func() bool { return streamCount(t, js, "ORDERD") == 3 })
-	time.Sleep(300 * time.Millisecond) // several more polls
-	if got := backlog(t, st); got != 1 {
-		t.Errorf("backlog = %d, want the oversized event kept", got)
+	// The events behind the oversized one go out, and so does the
+	// finding's.
+	waitFor(t, 5*time.Second, "the small orders' events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 4 })
+	checkSetAside(t, st, big.id, "max_payload", 16<<10)
+	var findingEvents int
+	for _, msg := range streamMsgs(t, js, "ORDERD") {
+		if msg.Subject() == "orderd.reconcile.event_not_published" {
+			findingEvents++
+		}
 	}
+	if findingEvents != 1 {
+		t.Errorf("%d orderd.reconcile.event_not_published events in the stream, want 1", findingEvents)
+	}
+	waitFor(t, 5*time.Second, "an empty backlog: the oversized event set aside, the others marked",
+		func() bool { return backlog(t, st) == 0 })
 	if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 1 {
 		t.Errorf("errors counted = %v, want the oversized event once", got)
 	}
+	// Pruning keeps it, for someone to send again with a larger limit.
+	if n, err := st.PruneOutbox(t.Context(), time.Now().Add(time.Hour)); err != nil || n != 4 {
+		t.Errorf("pruned %d rows (%v), want the 4 published ones", n, err)
+	}
+	if n := countRows(t, st, `SELECT count(*) FROM outbox WHERE set_aside IS NOT NULL`); n != 1 {
+		t.Errorf("%d set-aside rows after pruning, want 1", n)
+	}
+	stop()
+
+	// A new relay (a restart) does not try it again.
+	stop = runRelay(t, newRelay(t, publish.RelayConfig{Metrics: m, PollInterval: 50 * time.Millisecond}, st, js))
+	apply(t, st, newTestOrder("after", 0), "processing", false, store.SourceWebhook)
+	waitFor(t, 5*time.Second, "the next event", func() bool { return streamCount(t, js, "ORDERD") == 5 })
+	stop()
+	if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 1 {
+		t.Errorf("errors counted after a restart = %v, want still 1", got)
+	}
+}
+
+// TestRelay_SetsAsideEventTooLargeForStream: a stream with a smaller
+// max_msg_size than the server's max_payload refuses an event on the
+// server side; the relay sets it aside the same way, also from within an
+// atomic batch, and the events around it go out.
+func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
+		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 8 << 10, AllowAtomicPublish: true,
+		Duplicates: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	big := newTestOrder("big", 0)
+	big.extra = strings.Repeat("x", 10<<10)
+	for i := range 20 {
+		apply(t, st, newTestOrder("before", i), "processing", false, store.SourceWebhook)
+	}
+	apply(t, st, big, "processing", false, store.SourceWebhook)
+	for i := range 20 {
+		apply(t, st, newTestOrder("after", i), "processing", false, store.SourceWebhook)
+	}
+	// No Stream config: the relay publishes into the stream it finds.
+	runRelay(t, newRelay(t, publish.RelayConfig{PollInterval: 100 * time.Millisecond}, st, js))
+	waitFor(t, 10*time.Second, "40 order events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 41 })
+	checkSetAside(t, st, big.id, "message size exceeds maximum", 0)
+
+	// The stream's limit shrinks while the relay runs, unknown to it: the
+	// batch holding the event now too large is refused as a whole, and
+	// the relay falls back to one by one rather than retrying it for ever.
+	if _, err := js.UpdateStream(t.Context(), jetstream.StreamConfig{
+		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 4 << 10, AllowAtomicPublish: true,
+		Duplicates: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	big2 := newTestOrder("big2", 0)
+	big2.extra = strings.Repeat("y", 6<<10)
+	for i := range 20 {
+		apply(t, st, newTestOrder("before2", i), "processing", false, store.SourceWebhook)
+	}
+	apply(t, st, big2, "processing", false, store.SourceWebhook)
+	for i := range 20 {
+		apply(t, st, newTestOrder("after2", i), "processing", false, store.SourceWebhook)
+	}
+	waitFor(t, 10*time.Second, "40 more order events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 82 })
+	checkSetAside(t, st, big2.id, "message size exceeds maximum", 0)
+}
+
+// checkSetAside checks the outbox row and the finding of an event set aside
+// because it was too large.
+func checkSetAside(t *testing.T, st *store.Store, orderID, reason string, limit int64) {
+	t.Helper()
+	var setAside string
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT set_aside FROM outbox
+		WHERE event_subject = ? AND type = 'order.processing' AND published_at IS NOT NULL`, orderID).Scan(&setAside); err != nil {
+		t.Fatalf("the oversized event's row: %v", err)
+	}
+	if !strings.Contains(setAside, reason) {
+		t.Errorf("set_aside = %q, want it to mention %q", setAside, reason)
+	}
+	var detail string
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT detail FROM findings
+		WHERE kind = 'event_not_published' AND subject_key = ? AND resolved_at IS NULL`, orderID).Scan(&detail); err != nil {
+		t.Fatalf("no open event_not_published finding for %s: %v", orderID, err)
+	}
+	var d store.SetAside
+	if err := json.Unmarshal([]byte(detail), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ID == "" || d.Type != "order.processing" || d.Subject != "orderd.orders.payin.processing" || d.Bytes <= 4<<10 ||
+		(limit > 0 && d.Limit != limit) || !strings.Contains(d.Reason, reason) {
+		t.Errorf("finding detail %s", detail)
+	}
+}
+
+// countRows runs a COUNT query on the store's read pool.
+func countRows(t *testing.T, st *store.Store, q string) int {
+	t.Helper()
+	var n int
+	if err := st.DB().QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
 }
 
 func TestStop(t *testing.T) {
@@ -673,7 +791,8 @@ func byBatchID(msgs []jetstream.Msg) map[string]int {
 }
 
 // A damaged outbox row (its data no longer JSON) is set aside with an
-// "invalid" error; the events around it, in the same page, are published.
+// "invalid" error and an event_not_published finding; the events around
+// it, in the same page, are published.
 func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
 	_, js := connectJS(t, e.ClientURL())
@@ -704,14 +823,22 @@ func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}, Metrics: m}, st, js))
-	waitFor(t, 10*time.Second, "two events in the stream", func() bool { return streamCount(t, js, "ORDERD") == 2 })
-	waitFor(t, 10*time.Second, "the backlog to settle at the damaged event", func() bool { return backlog(t, st) == 1 })
+	waitFor(t, 10*time.Second, "two order events and the finding's in the stream", func() bool { return streamCount(t, js, "ORDERD") == 3 })
+	waitFor(t, 10*time.Second, "an empty backlog: the damaged event set aside", func() bool { return backlog(t, st) == 0 })
 	var got []string
 	for _, msg := range streamMsgs(t, js, "ORDERD") {
+		if msg.Subject() == "orderd.reconcile.event_not_published" {
+			continue
+		}
 		got = append(got, msg.Headers().Get("Nats-Msg-Id"))
 	}
 	if want := []string{evs[0].ID, evs[2].ID}; !slices.Equal(got, want) {
 		t.Errorf("published %v, want %v", got, want)
+	}
+	var reason string
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT set_aside FROM outbox WHERE seq = ?`, seqs[1]).Scan(&reason); err != nil ||
+		!strings.Contains(reason, "cannot be encoded") {
+		t.Errorf("the damaged event's set_aside = %q (%v), want the reason", reason, err)
 	}
 	// The damaged event is the only failure of any kind.
 	if n := metricValue(t, reg, "orderd_publish_errors_total"); n != 1 {

@@ -235,7 +235,7 @@ func init() {
 		&observeCmd{}, &quarantineCmd{}, &watchCmd{},
 		&beginAttemptCmd{}, &finishAttemptCmd{}, recoverPendingCmd{}, &settleCreatedCmd{},
 		&settleNotCreatedCmd{}, &postponeAttemptCmd{},
-		&markPublishedCmd{}, &pruneOutboxCmd{},
+		&markPublishedCmd{}, &pruneOutboxCmd{}, &setAsideCmd{},
 		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
 		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
 		&OpenFindingCmd{}, &ResolveFindingsCmd{}, NoopCmd{},

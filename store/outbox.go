@@ -161,6 +161,59 @@ func (s *Store) OldestUnpublished(ctx context.Context) (time.Time, bool, error) 
 	return time.UnixMilli(at).UTC(), true, nil
 }
 
+// SetAsideEvent takes an event that can never be published as it is out of
+// the queue: it is marked published with the reason in set_aside (pruning
+// keeps it), and an "event_not_published" finding about the event's
+// subject (its order, or a finding's key) is opened, whose own small event
+// tells consumers and finance. Nothing else waits behind it any more. An
+// event already published or set aside is left alone.
+func (s *Store) SetAsideEvent(ctx context.Context, ev SetAside) error {
+	if ev.Seq <= 0 || ev.Reason == "" {
+		return errors.New("set aside event: seq and reason are required")
+	}
+	_, err := s.Exec(ctx, &setAsideCmd{Event: ev})
+	return err
+}
+
+// SetAside is an outbox event the relay gives up on, and why.
+type SetAside struct {
+	Seq          int64  `json:"seq"`
+	ID           string `json:"eventId"`
+	Type         string `json:"type"`
+	Subject      string `json:"subject"`
+	EventSubject string `json:"eventSubject"`
+	// Bytes is the size of the encoded message, when known.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Limit is the largest message the server or stream takes, when known.
+	Limit  int64  `json:"limit,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// setAsideCmd is SetAsideEvent's command.
+type setAsideCmd struct{ Event SetAside }
+
+func (*setAsideCmd) Kind() string { return "outbox.set_aside" }
+
+func (c *setAsideCmd) Apply(tx *Tx) (any, error) {
+	ev := c.Event
+	res, err := tx.Exec(`UPDATE outbox SET published_at = ?, set_aside = ? WHERE seq = ? AND published_at IS NULL`,
+		tx.Now().UnixMilli(), ev.Reason, ev.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("set aside event %d: %w", ev.Seq, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, err
+	}
+	key := ev.EventSubject
+	if key == "" {
+		key = ev.ID
+	}
+	if _, _, err := tx.OpenFinding(FindingEventNotPublished, key, ev); err != nil {
+		return nil, fmt.Errorf("set aside event %d: %w", ev.Seq, err)
+	}
+	return nil, nil
+}
+
 // pruneOutboxCmd is one chunk of PruneOutbox.
 type pruneOutboxCmd struct {
 	Before time.Time
@@ -171,7 +224,8 @@ func (*pruneOutboxCmd) Kind() string { return "outbox.prune" }
 
 func (c *pruneOutboxCmd) Apply(tx *Tx) (any, error) {
 	res, err := tx.Exec(`DELETE FROM outbox WHERE seq IN (
-		SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? ORDER BY seq LIMIT ?)`,
+		SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? AND set_aside IS NULL
+		ORDER BY seq LIMIT ?)`,
 		c.Before.UnixMilli(), c.Limit)
 	if err != nil {
 		return nil, err

@@ -129,6 +129,9 @@ const (
 	// FindingAmountChanged: money changed inside a final order (other than
 	// a new refund transaction).
 	FindingAmountChanged = "amount_changed"
+	// FindingEventNotPublished: an event could not be published as it is
+	// (too large for the NATS server or the stream) and was set aside.
+	FindingEventNotPublished = "event_not_published"
 )
 
 // OpenFinding opens a finding of kind about key (an order id or a

@@ -26,6 +26,7 @@ import (
 
 	"orderd/cluster"
 	"orderd/provider"
+	"orderd/publish"
 )
 
 // Environment variables that hold secrets. They are documented in
@@ -661,6 +662,9 @@ func (c *Config) validate(use configUse) error {
 	}
 	if r.MaxConnections < 0 {
 		add("receiver.max_connections", "must not be negative (got %d; 0 means automatic)", r.MaxConnections)
+	}
+	if limit := ByteSize(publish.MaxPayloadLimit - publish.EventOverhead); r.MaxBodyBytes > limit {
+		add("receiver.max_body_bytes", "%d is more than an event can carry: NATS messages are at most %d bytes, so at most %d", r.MaxBodyBytes, publish.MaxPayloadLimit, limit)
 	}
 	if r.MaxBodyBytes <= 0 {
 		add("receiver.max_body_bytes", "must be positive (got %d)", r.MaxBodyBytes)

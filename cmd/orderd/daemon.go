@@ -187,11 +187,15 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err != nil {
 		return nil, fmt.Errorf("receiver metrics: %w", err)
 	}
+	maxBody, err := d.webhookBodyLimit()
+	if err != nil {
+		return nil, err
+	}
 	d.webhooks = receiver.New(receiver.Config{
 		Path:           cfg.Receiver.Path,
 		AllowedIPs:     cfg.Receiver.AllowedIPs,
 		TrustedProxies: cfg.Receiver.TrustedProxies,
-		MaxBodyBytes:   int64(cfg.Receiver.MaxBodyBytes),
+		MaxBodyBytes:   maxBody,
 		AckBudget:      cfg.Receiver.AckBudget,
 	}, receiver.Deps{
 		Store:    d.store,
@@ -281,7 +285,9 @@ func (d *daemon) connectNATS(ctx context.Context) error {
 			StoreDir:  cfg.NATS.Embedded.StoreDir,
 			MaxStore:  int64(cfg.NATS.Embedded.MaxStore),
 			MaxMemory: int64(cfg.NATS.Embedded.MaxMemory),
-			Logger:    d.log.With("component", "nats"),
+			// Every event orderd can make of a webhook fits.
+			MaxPayload: publish.EmbeddedPayloadFor(int64(cfg.Receiver.MaxBodyBytes)),
+			Logger:     d.log.With("component", "nats"),
 		})
 		if err != nil {
 			return fmt.Errorf("nats.embedded: %w", err)
