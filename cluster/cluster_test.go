@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -246,5 +247,37 @@ func TestNode_NoQuorum(t *testing.T) {
 	}
 	if err := a.node.Ready(t.Context()); err == nil {
 		t.Fatalf("ready without quorum: %+v", a.node.Status(t.Context()))
+	}
+}
+
+// TestNew_refusesMismatch: an instance with another lease TTL than the
+// bucket's, or a database ahead of the log, does not start.
+func TestNew_refusesMismatch(t *testing.T) {
+	nc := startNATS(t)
+	startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	conn, err := nats.Connect(nc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	if _, err := cluster.New(t.Context(), conn, st, cluster.Config{Node: "b", LeaseTTL: 5 * time.Second}); err == nil ||
+		!strings.Contains(err.Error(), "lease_ttl") {
+		t.Fatalf("another lease TTL: %v, want an error naming cluster.lease_ttl", err)
+	}
+	// A database that has applied entries this log never had.
+	ops := []store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}
+	for seq := uint64(1); seq <= 50; seq++ {
+		if _, err := st.ApplyLog(t.Context(), seq, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cluster.New(t.Context(), conn, st, cluster.Config{Node: "b", LeaseTTL: 3 * time.Second}); err == nil ||
+		!strings.Contains(err.Error(), "another log") {
+		t.Fatalf("a database ahead of the log: %v, want it refused", err)
 	}
 }

@@ -83,9 +83,39 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, err
 	}
+	if err := n.checkAssets(ctx, seq); err != nil {
+		return nil, err
+	}
 	n.applied.Store(seq)
 	n.m.applied.Set(float64(seq))
 	return n, nil
+}
+
+// checkAssets refuses what would go wrong quietly: a lease TTL other than
+// the bucket's (the instance that created the bucket fixed it; a longer
+// one here could renew too late and let two instances lead), and a
+// database that has applied more of a log than the log holds (it belongs
+// to another log: its applier would wait for ever).
+func (n *Node) checkAssets(ctx context.Context, applied uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	st, err := n.kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: lease bucket %s: %w", n.cfg.leaseBucket(), err)
+	}
+	if st.TTL() != n.cfg.LeaseTTL {
+		return fmt.Errorf("cluster: cluster.lease_ttl is %s but the lease bucket %s was created with %s: give every instance the same value (README, Running replicated)",
+			n.cfg.LeaseTTL, n.cfg.leaseBucket(), st.TTL())
+	}
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
+	}
+	if applied > info.State.LastSeq {
+		return fmt.Errorf("cluster: the database has applied log entry %d but the log %s ends at %d: it comes from another log; move it away (with its -wal and -shm files) and start on an empty disk",
+			applied, n.cfg.LogStream, info.State.LastSeq)
+	}
+	return nil
 }
 
 // provision finds or creates the JetStream assets. Each is looked up
@@ -180,6 +210,8 @@ func (n *Node) Start(duties func(ctx context.Context)) {
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.appendLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.applyLoop(ctx) }()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.lagLoop(ctx) }()
 	lctx, cancelLease := context.WithCancel(ctx)
 	n.cancelLease = cancelLease
 	n.leaseWG.Add(1)
@@ -300,4 +332,27 @@ func (n *Node) lastSeq(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)
 	}
 	return info.State.LastSeq, nil
+}
+
+// lagLoop keeps orderd_log_lag current also when nothing is being
+// applied (an applier that stopped, or waits for an entry that never
+// comes): every few seconds, the log's last sequence less the applied one.
+func (n *Node) lagLoop(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if last, err := n.lastSeq(ctx); err == nil {
+			applied := n.applied.Load()
+			lag := uint64(0)
+			if last > applied {
+				lag = last - applied
+			}
+			n.m.lag.Set(float64(lag))
+		}
+	}
 }
