@@ -71,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
 	fs.IntVar(&o.profileN, "profile-n", 40000, "distinct webhooks signed for the profile round")
 	fs.StringVar(&o.extraYAML, "orderd-yaml", "", "`file` of YAML appended to the started orderd's configuration: sections it does not set (publish:, cluster:, ...)")
-	fs.IntVar(&o.rate, "rate", 1000, "after the rounds, one paced round at about this many webhooks a second (each connection pauses -c/-rate between requests); 0 for none")
+	fs.IntVar(&o.rate, "rate", 1000, "after the rounds, one paced round at this many webhooks a second (a fixed schedule per wrk thread, open loop while a connection is free); 0 for none")
 	fs.DurationVar(&o.rateTime, "rate-d", 10*time.Second, "length of the paced round")
 	fs.BoolVar(&o.reuse, "reuse", false, "with -work and a started orderd: keep the key and the signed corpus in the work directory, and use them again in a later run of the same -rounds, -n, -t and -profile-n instead of signing anew (every run still starts orderd on a fresh database)")
 	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")

@@ -2,16 +2,17 @@
 -- different body, built before the clock starts so that the client's cost
 -- per request is a table lookup.
 --
---   wrk -t2 -c64 -d8s -s post.lua URL -- PREFIX FIRST MODE [PAUSE]
+--   wrk -t2 -c64 -d8s -s post.lua URL -- PREFIX FIRST MODE [RATE]
 --
 -- Thread i (0-based) of this wrk reads PREFIX-<FIRST+i>.txt: one request per
 -- line, the Signature header's value, a tab, then the JSON body. MODE
 -- "once" stops a thread when its file is used up, so that a receiver that
 -- keeps state never sees a repeat (the few requests sent while it stops are
 -- counted as repeats); "wrap" starts the file again (for a receiver that
--- keeps nothing, like the verify-only ceiling). PAUSE, in milliseconds,
--- makes each connection wait that long before each request: c connections
--- pausing c/rate seconds send a little under rate requests a second. done() prints one line
+-- keeps nothing, like the verify-only ceiling). RATE paces each thread at
+-- that many requests a second: the k-th request of a thread is due k/RATE
+-- seconds after its first, whenever a connection is free, so a slow answer
+-- delays no later request while a connection is left (open loop). done() prints one line
 -- "orderd-bench-result {json}" with the counts and latency percentiles.
 --
 -- wrk itself always lasts -d, also when every thread stopped early, and
@@ -54,10 +55,23 @@ function init(args)
       error("post.lua: usage: wrk ... -s post.lua URL -- PREFIX FIRST once|wrap")
    end
    once = mode ~= "wrap"
-   local pause = tonumber(args[4] or "0")
-   if pause > 0 then
-      -- wrk asks for delay() only when the script defines it.
-      delay = function() return pause end
+   local rate = tonumber(args[4] or "0")
+   if rate > 0 then
+      -- wrk asks for delay() only when the script defines it, in whole
+      -- milliseconds; the schedule is absolute, so rounding evens out.
+      local interval, k, first = 1000000 / rate, 0, 0
+      delay = function()
+         local now = now_us()
+         if first == 0 then
+            first = now
+         end
+         local due = first + k * interval
+         k = k + 1
+         if due <= now then
+            return 0
+         end
+         return (due - now) / 1000
+      end
    end
    local name = prefix .. "-" .. tostring(first + tid) .. ".txt"
    local f = assert(io.open(name, "rb"))

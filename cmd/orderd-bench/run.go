@@ -320,13 +320,11 @@ func pacedCount(o options) int {
 	return int(float64(o.rate)*o.rateTime.Seconds()*1.2) + o.threads
 }
 
-// pacedRound sends about -rate webhooks a second: each connection pauses
-// -c/-rate between its requests, so the achieved rate is a little lower
-// (it is printed).
+// pacedRound sends -rate webhooks a second, each wrk thread its share on
+// a fixed schedule (open loop while a connection is free).
 func (b *bench) pacedRound(ctx context.Context, set corpusSet) (roundResult, error) {
-	pause := int(math.Round(float64(b.o.conns) / float64(b.o.rate) * 1000))
 	wr := b.wrk(set, "once", b.o.rateTime)
-	wr.pauseMS = max(pause, 1)
+	wr.threadRate = float64(b.o.rate) / float64(b.o.threads)
 	return b.daemonRoundWith(ctx, "paced", 0, wr)
 }
 

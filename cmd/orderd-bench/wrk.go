@@ -79,14 +79,16 @@ func splitJobs(urls []string, threads, conns int) ([]wrkJob, error) {
 
 // wrkRun is one round against one target: every job at once.
 type wrkRun struct {
-	bin      string
-	script   string
-	prefix   string // corpus prefix
-	mode     string // "once" or "wrap"
-	pauseMS  int    // each connection's pause before a request; 0 for none
-	duration time.Duration
-	timeout  time.Duration
-	logPath  string // wrk's whole output, appended
+	bin    string
+	script string
+	prefix string // corpus prefix
+	mode   string // "once" or "wrap"
+	// threadRate paces each wrk thread at this many requests a second;
+	// 0 sends as fast as answers come.
+	threadRate float64
+	duration   time.Duration
+	timeout    time.Duration
+	logPath    string // wrk's whole output, appended
 }
 
 // run starts one wrk per job and returns their results in job order.
@@ -121,7 +123,7 @@ func (wr wrkRun) one(ctx context.Context, j wrkJob) (wrkResult, []byte, error) {
 	args := []string{
 		"-t", strconv.Itoa(j.threads), "-c", strconv.Itoa(j.conns),
 		"-d", wrkDuration(wr.duration), "--timeout", wrkDuration(wr.timeout),
-		"-s", wr.script, j.url, "--", wr.prefix, strconv.Itoa(j.first), wr.mode, strconv.Itoa(wr.pauseMS),
+		"-s", wr.script, j.url, "--", wr.prefix, strconv.Itoa(j.first), wr.mode, strconv.FormatFloat(wr.threadRate, 'f', 3, 64),
 	}
 	// wrk stops on its own after -d; the context bound is for a wrk that
 	// hangs.
