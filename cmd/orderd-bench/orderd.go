@@ -41,8 +41,7 @@ receiver:
   listen: 127.0.0.1:0
 admin:
   listen: 127.0.0.1:0
-  pprof: %t
-store:
+%sstore:
   path: %q
 nats:
   embedded:
@@ -53,7 +52,16 @@ reconcile:
 log:
   level: %s
   format: json
-%s`, pubKey, pprof, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
+%s`, pubKey, pprofLine(pprof), filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
+}
+
+// pprofLine is admin.pprof when asked for, else nothing, so that a binary
+// older than the key can be measured.
+func pprofLine(on bool) string {
+	if !on {
+		return ""
+	}
+	return "  pprof: true\n"
 }
 
 var (
