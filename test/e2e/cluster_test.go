@@ -342,7 +342,10 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 		urls = append(urls, od.webhooks)
 	}
 	for _, od := range c.ods {
-		od.waitReady()
+		// A restarted instance provisions and catches up through
+		// JetStream's API, which pauses while a killed node's groups
+		// elect new leaders; on a busy host that takes a while.
+		od.waitAdmin("/readyz", 90*time.Second)
 	}
 	c.leader(4 * leaseTTL)
 
@@ -400,7 +403,10 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	loadEnd := time.Now()
 
 	for _, od := range c.ods {
-		od.waitReady()
+		// A restarted instance provisions and catches up through
+		// JetStream's API, which pauses while a killed node's groups
+		// elect new leaders; on a busy host that takes a while.
+		od.waitAdmin("/readyz", 90*time.Second)
 	}
 	took := c.converged(10 * time.Second)
 	t.Logf("instances converged %s after the load ended", time.Since(loadEnd).Round(time.Millisecond))
