@@ -14,7 +14,11 @@
 // summary: the best round of each, the ratio of the two, p50/p99, non-2xx
 // answers and socket errors, the daemon's CPU seconds per 1,000 webhooks
 // (from the round's start until the relay has published the round's
-// events), its peak RSS, and its RSS after -idle without load.
+// events) beside the ceiling's, its peak RSS, and its RSS after -idle
+// without load. A paced round follows (-rate webhooks a second). With
+// -profile DIR it takes CPU and allocation profiles of the daemon during one
+// more round and prints where the microseconds and allocations per webhook
+// go; -explain DIR prints that again.
 //
 // With -url it drives receivers that are already running (several
 // instances, or a load balancer in front of them) instead of starting one;
@@ -25,8 +29,9 @@
 //
 // Usage:
 //
-//	orderd-bench [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-profile DIR]
+//	orderd-bench [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
 //	orderd-bench -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
+//	orderd-bench -explain DIR
 //
 // Exit status: 0 after a run, 1 when the run failed (a process did not
 // start, wrk failed), 2 on a usage error. Answers other than 2xx and socket
