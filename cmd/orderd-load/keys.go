@@ -2,9 +2,6 @@ package main
 
 import (
 	"crypto"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 
@@ -44,39 +41,11 @@ func generateKeyFiles(path, kind string) (string, error) {
 	return pubPath, nil
 }
 
-// loadKey reads a private key from the first PEM block of path: PKCS #8
-// ("PRIVATE KEY"), PKCS #1 ("RSA PRIVATE KEY") or SEC 1 ("EC PRIVATE KEY"),
-// as openssl writes them.
+// loadKey reads the -key file (see providertest.LoadKey).
 func loadKey(path string) (crypto.Signer, error) {
-	b, err := os.ReadFile(path)
+	k, err := providertest.LoadKey(path)
 	if err != nil {
 		return nil, usagef("-key: %v", err)
 	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, usagef("-key: %s holds no PEM block", path)
-	}
-	var k any
-	switch block.Type {
-	case "PRIVATE KEY":
-		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case "RSA PRIVATE KEY":
-		k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	case "EC PRIVATE KEY":
-		k, err = x509.ParseECPrivateKey(block.Bytes)
-	default:
-		err = errors.New("not a private key block")
-	}
-	if err != nil {
-		return nil, usagef("-key: %s (%s): %v", path, block.Type, err)
-	}
-	signer, ok := k.(crypto.Signer)
-	if !ok {
-		return nil, usagef("-key: %s: %T cannot sign", path, k)
-	}
-	// Sign refuses key types the provider does not use; find out now.
-	if _, err := providertest.Sign(signer, []byte("probe")); err != nil {
-		return nil, usagef("-key: %s: %v", path, err)
-	}
-	return signer, nil
+	return k, nil
 }

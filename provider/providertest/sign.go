@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Key kinds accepted by GenerateKey and Options.KeyType.
@@ -86,4 +87,40 @@ func PrivateKeyPEM(key crypto.Signer) ([]byte, error) {
 		return nil, fmt.Errorf("marshal private key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// LoadKey reads a signing key from the first PEM block of path: PKCS #8
+// ("PRIVATE KEY"), PKCS #1 ("RSA PRIVATE KEY") or SEC 1 ("EC PRIVATE KEY"),
+// as openssl writes them. A key Sign cannot use is refused here.
+func LoadKey(path string) (crypto.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("%s holds no PEM block", path)
+	}
+	var k any
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		k, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		err = errors.New("not a private key block")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", path, block.Type, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: %T cannot sign", path, k)
+	}
+	if _, err := Sign(signer, []byte("probe")); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return signer, nil
 }

@@ -2,9 +2,14 @@ package providertest_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,5 +143,46 @@ func TestStart_BadOptions(t *testing.T) {
 				t.Fatal("Start accepted bad options")
 			}
 		})
+	}
+}
+
+// TestLoadKey reads the key encodings openssl writes, and refuses what
+// cannot sign a webhook.
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecDER, _ := x509.MarshalECPrivateKey(ecKey)
+	pkcs8, _ := x509.MarshalPKCS8PrivateKey(rsaKey)
+	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	edDER, _ := x509.MarshalPKCS8PrivateKey(edKey)
+	for _, tt := range []struct {
+		path string
+		ok   bool
+	}{
+		{write("pkcs1.pem", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaKey)), true},
+		{write("pkcs8.pem", "PRIVATE KEY", pkcs8), true},
+		{write("sec1.pem", "EC PRIVATE KEY", ecDER), true},
+		{write("ed25519.pem", "PRIVATE KEY", edDER), false},
+		{write("cert.pem", "CERTIFICATE", []byte{1, 2, 3}), false},
+		{filepath.Join(dir, "missing.pem"), false},
+	} {
+		k, err := providertest.LoadKey(tt.path)
+		if (err == nil) != tt.ok {
+			t.Errorf("LoadKey(%s) = %v, %v; want ok %v", filepath.Base(tt.path), k, err, tt.ok)
+		}
 	}
 }
