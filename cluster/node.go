@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,7 +141,7 @@ func (n *Node) provision(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: log stream %s: %w", c.LogStream, err)
+		return fmt.Errorf("cluster: log stream %s: %w%s", c.LogStream, err, placementHint(err))
 	}
 	n.kv, err = ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return n.js.KeyValue(ctx, c.leaseBucket())
@@ -151,7 +152,7 @@ func (n *Node) provision(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: lease bucket %s: %w", c.leaseBucket(), err)
+		return fmt.Errorf("cluster: lease bucket %s: %w%s", c.leaseBucket(), err, placementHint(err))
 	}
 	n.obj, err = ensure(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return n.js.ObjectStore(ctx, c.snapshotBucket())
@@ -162,9 +163,17 @@ func (n *Node) provision(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: snapshot store %s: %w", c.snapshotBucket(), err)
+		return fmt.Errorf("cluster: snapshot store %s: %w%s", c.snapshotBucket(), err, placementHint(err))
 	}
 	return nil
+}
+
+// placementHint explains JetStream's refusal to place a replicated asset.
+func placementHint(err error) string {
+	if err != nil && strings.Contains(err.Error(), "no suitable peers") {
+		return " (JetStream places a new replicated stream only on nodes that are up: the first start of replicated mode needs cluster.replicas NATS nodes running; later starts do not)"
+	}
+	return ""
 }
 
 // ensure looks an asset up and creates it when it is not there, retrying

@@ -322,8 +322,8 @@ func (c *cluster) waitPublished(timeout time.Duration) int {
 
 // TestCluster_KillLeaderUnderLoad runs three orderd instances on a
 // three-node NATS cluster behind a round-robin client, under a steady load
-// of orders sent as two webhooks each. One NATS node is down when the
-// instances start and comes back under load; the leader is killed with SIGKILL
+// of orders sent as two webhooks each. One NATS node is down when two of
+// the instances start and comes back under load; the leader is killed with SIGKILL
 // three times (and restarted on its disk); one NATS node is killed under
 // load and restarted. Afterwards: every webhook answered 200 by any
 // instance is on the events stream exactly once, in order per order; the
@@ -333,10 +333,16 @@ func (c *cluster) waitPublished(timeout time.Duration) int {
 func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	rng := seed(t)
 	c := newCluster(t, clusterOptions{})
-	// A minority of the NATS cluster is down when the instances start.
+	// The first instance creates the log, the lease, the snapshot store
+	// and the events stream with three replicas, which JetStream places
+	// only while every node is up. Then a minority of the NATS cluster is
+	// down when the other instances start.
+	first := c.addOrderd("a")
+	first.start()
+	first.waitAdmin("/readyz", 90*time.Second)
 	c.nats[2].kill()
-	var urls []string
-	for _, name := range []string{"a", "b", "c"} {
+	urls := []string{first.webhooks}
+	for _, name := range []string{"b", "c"} {
 		od := c.addOrderd(name)
 		od.start()
 		urls = append(urls, od.webhooks)
