@@ -109,7 +109,7 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if !d.WithinTolerance {
 		c.add("drifting", 1)
 	}
-	rec, err := execAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d})
+	rec, err := store.ExecAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d})
 	opened, resolved := rec.Opened, rec.Resolved
 	if err != nil {
 		return fmt.Errorf("record drift of %s: %w", ccy, err)

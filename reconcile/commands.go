@@ -1,9 +1,7 @@
 package reconcile
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"orderd/provider"
@@ -22,20 +20,6 @@ func init() {
 	store.RegisterCommand((&watchPollCmd{}).Kind(), func() store.Command { return &watchPollCmd{} })
 	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
 	store.RegisterCommand((&recordDriftCmd{}).Kind(), func() store.Command { return &recordDriftCmd{} })
-}
-
-// execAs runs cmd and asserts its result's type.
-func execAs[T any](ctx context.Context, s WriteStore, cmd store.Command) (T, error) {
-	var zero T
-	v, err := s.Exec(ctx, cmd)
-	if err != nil {
-		return zero, err
-	}
-	t, ok := v.(T)
-	if !ok && v != nil {
-		return zero, fmt.Errorf("reconcile: %s answered %T", cmd.Kind(), v)
-	}
-	return t, nil
 }
 
 // applyPolledCmd applies an order a poll or a sweep found (applyPolled).

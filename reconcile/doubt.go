@@ -112,7 +112,7 @@ func (r *Reconciler) settle(ctx context.Context, a store.Attempt, c *counts) {
 		UnresolvedAfter: r.cfg.UnresolvedAfter.String(),
 	})
 	if werr == nil {
-		opened, werr = execAs[bool](ctx, r.store, &store.OpenFindingCmd{
+		opened, werr = store.ExecAs[bool](ctx, r.store, &store.OpenFindingCmd{
 			FindingKind: store.FindingUnresolvedCreation, Key: a.MerchantOrderID, Detail: detail})
 	}
 	if werr != nil {

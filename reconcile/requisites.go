@@ -132,7 +132,7 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 		c.add("pages", 1)
 		for _, ro := range orders {
 			c.add("orders", 1)
-			res, err := execAs[store.Result](ctx, r.store, &applyPolledCmd{
+			res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
 				Obs: store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()},
 			})
 			switch {

@@ -140,7 +140,7 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 			Next: now.Add(r.backoff(a.due.CheckAttempts))}
 	}
 	record := func(answers []polled) ([]checked, error) {
-		return execAs[[]checked](ctx, r.store, &recordChecksCmd{Answers: answers, Now: now, GiveUpAfter: r.cfg.GiveUpAfter})
+		return store.ExecAs[[]checked](ctx, r.store, &recordChecksCmd{Answers: answers, Now: now, GiveUpAfter: r.cfg.GiveUpAfter})
 	}
 	outs, err := record(answers)
 	if err == nil && len(outs) != len(batch) {

@@ -70,7 +70,7 @@ func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := execAs[Result](ctx, s, &observeCmd{Obs: obs, in: &in})
+	res, err := ExecAs[Result](ctx, s, &observeCmd{Obs: obs, in: &in})
 	if err != nil {
 		return Result{}, err
 	}

@@ -157,7 +157,7 @@ func (s *Store) BeginAttempt(ctx context.Context, na NewAttempt) (Attempt, bool,
 	if na.Origin == "" {
 		na.Origin = OriginGateway
 	}
-	r, err := execAs[beginResult](ctx, s, &beginAttemptCmd{NA: na})
+	r, err := ExecAs[beginResult](ctx, s, &beginAttemptCmd{NA: na})
 	if err != nil {
 		return Attempt{}, false, fmt.Errorf("begin attempt %s: %w", na.IdempotencyKey, err)
 	}
@@ -271,7 +271,7 @@ func (s *Store) FinishAttempt(ctx context.Context, id int64, out AttemptOutcome)
 	if out.Response != nil && !json.Valid(out.Response) {
 		return Attempt{}, fmt.Errorf("finish attempt %d: response is not valid JSON", id)
 	}
-	a, err := execAs[Attempt](ctx, s, &finishAttemptCmd{ID: id, Out: out})
+	a, err := ExecAs[Attempt](ctx, s, &finishAttemptCmd{ID: id, Out: out})
 	if err != nil {
 		return Attempt{}, fmt.Errorf("finish attempt %d: %w", id, err)
 	}
@@ -340,7 +340,7 @@ func (c *finishAttemptCmd) apply(tx *Tx) (Attempt, error) {
 // start, before the admin API serves; never while a gateway is running on
 // the same database, whose calls in flight are pending too.
 func (s *Store) RecoverPendingAttempts(ctx context.Context) (int64, error) {
-	n, err := execAs[int64](ctx, s, recoverPendingCmd{})
+	n, err := ExecAs[int64](ctx, s, recoverPendingCmd{})
 	if err != nil {
 		return 0, fmt.Errorf("recover pending attempts: %w", err)
 	}

@@ -137,19 +137,26 @@ func (s *Store) Exec(ctx context.Context, cmd Command) (any, error) {
 	return v, err
 }
 
-// execAs is Exec with the result's type asserted.
-func execAs[T any](ctx context.Context, s *Store, cmd Command) (T, error) {
+// Executor runs commands: the Store, or what stands for it in a package
+// that declares its own interface.
+type Executor interface {
+	Exec(ctx context.Context, cmd Command) (any, error)
+}
+
+// ExecAs is Exec with the result's type asserted. On an error it still
+// returns the result when the command gave one of type T (a count of what
+// it did before failing, say).
+func ExecAs[T any](ctx context.Context, s Executor, cmd Command) (T, error) {
+	var zero T
 	v, err := s.Exec(ctx, cmd)
+	t, ok := v.(T)
 	if err != nil {
-		var zero T
-		if t, ok := v.(T); ok {
+		if ok {
 			return t, err
 		}
 		return zero, err
 	}
-	t, ok := v.(T)
 	if !ok && v != nil {
-		var zero T
 		return zero, fmt.Errorf("store: %s answered %T", cmd.Kind(), v)
 	}
 	return t, nil

@@ -118,7 +118,7 @@ const pruneChunk = 2000
 func (s *Store) PruneOutbox(ctx context.Context, publishedBefore time.Time) (int64, error) {
 	var total int64
 	for {
-		n, err := execAs[int64](ctx, s, &pruneOutboxCmd{Before: publishedBefore, Limit: pruneChunk})
+		n, err := ExecAs[int64](ctx, s, &pruneOutboxCmd{Before: publishedBefore, Limit: pruneChunk})
 		if err != nil {
 			return total, fmt.Errorf("prune outbox: %w", err)
 		}

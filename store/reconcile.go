@@ -32,7 +32,7 @@ type ReconcileRun struct {
 
 // StartReconcileRun records that job started at and returns the run's id.
 func (s *Store) StartReconcileRun(ctx context.Context, job string, at time.Time) (int64, error) {
-	id, err := execAs[int64](ctx, s, &startRunCmd{Job: job, At: at})
+	id, err := ExecAs[int64](ctx, s, &startRunCmd{Job: job, At: at})
 	if err != nil {
 		return 0, fmt.Errorf("start run of %s: %w", job, err)
 	}
@@ -291,7 +291,7 @@ func (s *Store) ResolveSettledStuckOrders(ctx context.Context) (int, error) {
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 200)]
 		keys = keys[len(chunk):]
-		resolved, err := execAs[int](ctx, s, &ResolveFindingsCmd{FindingKind: FindingStuckOrder, Keys: chunk})
+		resolved, err := ExecAs[int](ctx, s, &ResolveFindingsCmd{FindingKind: FindingStuckOrder, Keys: chunk})
 		n += resolved
 		if err != nil {
 			return n, fmt.Errorf("resolve stuck orders: %w", err)
@@ -473,7 +473,7 @@ type BalanceSnapshot struct {
 // InsertBalanceSnapshot stores a snapshot and returns it with its id.
 func (s *Store) InsertBalanceSnapshot(ctx context.Context, currency string, amount decimal.Decimal, at time.Time, runID int64) (BalanceSnapshot, error) {
 	snap := BalanceSnapshot{Currency: strings.ToLower(currency), Amount: amount, TakenAt: unixMilliUTC(at.UnixMilli())}
-	id, err := execAs[int64](ctx, s, &balanceSnapshotCmd{Snap: snap, RunID: runID})
+	id, err := ExecAs[int64](ctx, s, &balanceSnapshotCmd{Snap: snap, RunID: runID})
 	snap.ID = id
 	if err != nil {
 		return BalanceSnapshot{}, fmt.Errorf("balance snapshot %s: %w", currency, err)
@@ -710,7 +710,7 @@ func (s *Store) UpdateLedger(ctx context.Context, batch int) (int, error) {
 	}
 	total := 0
 	for {
-		step, err := execAs[ledgerStep](ctx, s, &advanceLedgerCmd{Batch: batch})
+		step, err := ExecAs[ledgerStep](ctx, s, &advanceLedgerCmd{Batch: batch})
 		if err != nil {
 			return total, fmt.Errorf("update ledger: %w", err)
 		}

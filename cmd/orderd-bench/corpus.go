@@ -44,7 +44,7 @@ func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID ui
 					errs[w] = ctx.Err()
 					return
 				}
-				body := orderBody(runID, base+i, now)
+				body := providertest.LoadWebhook("bench", runID, base+i, now)
 				sig, err := providertest.Sign(key, body)
 				if err != nil {
 					errs[w] = err
@@ -81,24 +81,6 @@ func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID ui
 		}
 	}
 	return corpusSet{prefix: prefix, shards: shards, count: n}, nil
-}
-
-// orderBody is a completed payin in the provider's webhook shape, with an
-// id and merchantOrderId unique to (runID, i) and an amount that varies.
-func orderBody(runID uint32, i int, now time.Time) []byte {
-	id := fmt.Sprintf("%08x-0000-4000-8000-%012x", runID, i)
-	cents := 1000 + i%99000
-	amount := fmt.Sprintf("%d.%02d", cents/100, cents%100)
-	fee := cents * 2 / 100
-	net := fmt.Sprintf("%d.%02d", (cents-fee)/100, (cents-fee)%100)
-	created := now.Add(-2 * time.Minute).Format(time.RFC3339)
-	completed := now.Format(time.RFC3339)
-	return fmt.Appendf(nil, `{"id":%q,"merchantOrderId":"bench-%08x-%d","type":"payin","createdAt":%q,`+
-		`"status":"completed","rejectReason":null,"merchantSourceWallet":null,`+
-		`"merchantTargetWallet":{"amount":%q,"currency":"brl"},"transactions":[{"id":"%s-tx","type":"payin",`+
-		`"status":"completed","authorized":{"amount":%q,"currency":"brl"},"merchantWallet":{"amount":%q,"currency":"brl"},`+
-		`"counterpartyInfo":null,"paymentInfo":null,"createdAt":%q,"completedAt":%q,"rejectReason":null}]}`,
-		id, runID, i, created, net, id, amount, net, created, completed)
 }
 
 // newRunID is a random prefix for this run's order ids.

@@ -31,20 +31,7 @@ type replicaDaemon struct {
 func startReplica(t *testing.T, fake *providertest.Server, natsURL, name string, ttl time.Duration) *replicaDaemon {
 	t.Helper()
 	dir := t.TempDir()
-	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
-	cfg := writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
-  base_url: %s
-  api_key: %s
-  public_keys: [%s]
-receiver:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-store:
-  path: %s
-nats:
-  url: %s
-cluster:
+	cfg := daemonConfig(t, dir, fake, "  url: "+natsURL+"\n", fmt.Sprintf(`cluster:
   enabled: true
   node: %s
   lease_ttl: %s
@@ -53,7 +40,7 @@ reconcile:
 log:
   level: info
   format: json
-`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), natsURL, name, ttl))
+`, name, ttl))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replicaDaemon{name: name, dir: dir, cancel: cancel, done: make(chan error, 1), log: &syncBuffer{}}
 	go func() {

@@ -33,27 +33,8 @@ func newDaemonEnv(t *testing.T, extraYAML string) *daemonEnv {
 	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 20 * time.Millisecond})
 	t.Cleanup(fake.Close)
 	de := &daemonEnv{fake: fake}
-	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
-	de.cfgPath = writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
-  base_url: %s
-  api_key: %s
-  public_keys: [%s]
-receiver:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-store:
-  path: %s
-nats:
-  embedded:
-    listen: 127.0.0.1:0
-    store_dir: %s
-reconcile:
-  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
-log:
-  level: info
-  format: json
-%s`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), extraYAML))
+	de.cfgPath = daemonConfig(t, dir, fake, fmt.Sprintf("  embedded:\n    listen: 127.0.0.1:0\n    store_dir: %s\n", filepath.Join(dir, "nats")),
+		quietJobs+extraYAML)
 	return de
 }
 

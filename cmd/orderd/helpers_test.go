@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"orderd/provider/providertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,4 +55,34 @@ const validYAML = `provider:
 // withLines returns validYAML with extra top-level sections appended.
 func withLines(extra ...string) string {
 	return validYAML + strings.Join(extra, "\n") + "\n"
+}
+
+// quietJobs turns every reconcile schedule off and logs JSON at info, as
+// most daemon tests want.
+const quietJobs = `reconcile:
+  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
+log:
+  level: info
+  format: json
+`
+
+// daemonConfig writes the fake provider's public key into dir and a
+// config for a daemon against the fake, every listener on loopback port 0
+// and the database in dir; nats is the nats section's body (indented
+// lines) and extra is appended at the top level.
+func daemonConfig(t *testing.T, dir string, fake *providertest.Server, nats, extra string) string {
+	t.Helper()
+	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
+	return writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
+  base_url: %s
+  api_key: %s
+  public_keys: [%s]
+receiver:
+  listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+store:
+  path: %s
+nats:
+%s%s`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), nats, extra))
 }

@@ -31,25 +31,7 @@ func TestRun_BodyLimitFitsNATS(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	fake := providertest.NewServer(providertest.Options{})
 	t.Cleanup(fake.Close)
-	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
-	cfgPath := writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
-  base_url: %s
-  api_key: %s
-  public_keys: [%s]
-receiver:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-store:
-  path: %s
-nats:
-  url: %s
-reconcile:
-  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
-log:
-  level: info
-  format: json
-`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), ns.ClientURL()))
+	cfgPath := daemonConfig(t, dir, fake, "  url: "+ns.ClientURL()+"\n", quietJobs)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

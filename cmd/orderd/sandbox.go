@@ -197,6 +197,20 @@ func isAddrInUse(err error) bool {
 	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
 }
 
+// sandboxReconcileYAML is the sandbox's reconcile section, for one
+// instance or each of a cluster: jobs often enough to watch them work.
+const sandboxReconcileYAML = `reconcile:
+  stale_after: 15s
+  doubt_min_age: 10s
+  give_up_after: 10m
+  schedules:
+    stale: "@every 10s"
+    doubt: "@every 10s"
+    balances: "@every 30s"
+    requisites: "@every 30s"
+    report: "@every 5m"
+`
+
 // writeSandboxConfig writes the fake provider's public key, API key and a
 // config file, so that "orderd tail|reconcile|report -config" work on the
 // running sandbox as they would on a real deployment.
@@ -230,22 +244,12 @@ nats:
     listen: %q
     store_dir: %q
     max_store: 256MiB
-reconcile:
-  stale_after: 15s
-  doubt_min_age: 10s
-  give_up_after: 10m
-  schedules:
-    stale: "@every 10s"
-    doubt: "@every 10s"
-    balances: "@every 30s"
-    requisites: "@every 30s"
-    report: "@every 5m"
-reports:
+%sreports:
   dir: %q
 log:
   level: info
 `, fake.URL(), apiKeyFile, keyFile, recv, publicURL, admin,
-		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), filepath.Join(dir, "reports"))
+		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), sandboxReconcileYAML, filepath.Join(dir, "reports"))
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, b.Bytes(), 0o600)
 }

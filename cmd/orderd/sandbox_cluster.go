@@ -287,23 +287,13 @@ cluster:
   node: %q
   lease_ttl: %s
   snapshot_every: 1m
-reconcile:
-  stale_after: 15s
-  doubt_min_age: 10s
-  give_up_after: 10m
-  schedules:
-    stale: "@every 10s"
-    doubt: "@every 10s"
-    balances: "@every 30s"
-    requisites: "@every 30s"
-    report: "@every 5m"
-reports:
+%sreports:
   dir: %q
 log:
   level: info
   format: json
 `, in.name, fake.URL(), apiKeyFile, keyFile, webhooks, publicURL, admin,
-		filepath.Join(in.dir, "orderd.db"), natsURL, in.name, sandboxLeaseTTL, filepath.Join(in.dir, "reports"))
+		filepath.Join(in.dir, "orderd.db"), natsURL, in.name, sandboxLeaseTTL, sandboxReconcileYAML, filepath.Join(in.dir, "reports"))
 	return os.WriteFile(in.cfgPath, b.Bytes(), 0o600)
 }
 
