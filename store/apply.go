@@ -217,7 +217,7 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	if fp == cur.fingerprint {
 		res.Outcome = OutcomeDuplicate
 		if obs.Source == SourceWebhook {
-			if _, err := tx.recordDelivery(cur.id, in, at); err != nil {
+			if _, err := tx.recordDelivery(cur.id, false, in, at); err != nil {
 				return Result{}, err
 			}
 		}
@@ -339,7 +339,9 @@ func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, a
 		raw        any
 	)
 	if obs.Source == SourceWebhook {
-		did, err := tx.recordDelivery(orderID, in, at)
+		// Only applyNew writes OutcomeNew: the order is this
+		// transaction's own.
+		did, err := tx.recordDelivery(orderID, outcome == OutcomeNew, in, at)
 		if err != nil {
 			return err
 		}
@@ -355,8 +357,9 @@ func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, a
 }
 
 // recordDelivery stores a webhook body once per order; a byte-identical
-// repeat bumps its counter. It returns the delivery's id.
-func (tx *Tx) recordDelivery(orderID int64, in applyInput, at time.Time) (int64, error) {
+// repeat bumps its counter. It returns the delivery's id. newOrder says the
+// order was inserted in this transaction, so the body cannot be a repeat.
+func (tx *Tx) recordDelivery(orderID int64, newOrder bool, in applyInput, at time.Time) (int64, error) {
 	obs := in.obs
 	var (
 		headers any
@@ -374,9 +377,17 @@ func (tx *Tx) recordDelivery(orderID int64, in applyInput, at time.Time) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("apply %s: %w", obs.Order.ID, err)
 	}
+	args := []any{newID, orderID, in.bodySum[:], in.fp, []byte(obs.Raw), headers, remote, at.UnixMilli(), at.UnixMilli()}
+	if newOrder {
+		// The order was created in this transaction: no delivery of it
+		// exists yet, so this one is not a repeat.
+		if _, err := tx.s.st.insertDelivery.Exec(args...); err != nil {
+			return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
+		}
+		return newID, nil
+	}
 	var id int64
-	if err := tx.s.st.upsertDelivery.QueryRow(newID, orderID, in.bodySum[:], in.fp, []byte(obs.Raw), headers, remote,
-		at.UnixMilli(), at.UnixMilli()).Scan(&id); err != nil {
+	if err := tx.s.st.upsertDelivery.QueryRow(args...).Scan(&id); err != nil {
 		return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
 	}
 	return id, nil

@@ -23,6 +23,7 @@ type stmts struct {
 	insertOrder       *sql.Stmt
 	updateOrder       *sql.Stmt
 	upsertDelivery    *sql.Stmt
+	insertDelivery    *sql.Stmt
 	seenBefore        *sql.Stmt
 	insertHistory     *sql.Stmt
 	insertOrderEvent  *sql.Stmt
@@ -78,6 +79,11 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 			times_seen = times_seen + 1,
 			last_received_at = max(last_received_at, excluded.last_received_at)
 		RETURNING id`)
+	// A new order's first delivery cannot be a repeat: no RETURNING, no
+	// conflict clause, a plain insert with the id drawn for it.
+	p(&st.insertDelivery, `INSERT INTO deliveries (id, order_id, body_sha256, fingerprint, raw, headers, remote_addr,
+			first_received_at, last_received_at, times_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
 	p(&st.seenBefore, `SELECT EXISTS (SELECT 1 FROM order_history WHERE order_id = ? AND fingerprint = ?)`)
 	p(&st.insertHistory, `INSERT INTO order_history (id, order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
