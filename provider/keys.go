@@ -265,3 +265,73 @@ func (e *keyError) Error() string {
 	}
 	return b.String() + ": " + e.msg
 }
+
+func skipJSONSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipJSONValue returns the index just past the well-formed JSON value that
+// starts at data[i], or -1 when data ends first.
+func skipJSONValue(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return skipJSONString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				if i = skipJSONString(data, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default: // number, true, false, null
+		for i < len(data) {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// skipJSONString returns the index just past the string whose opening quote
+// is data[i], or -1 when data ends first.
+func skipJSONString(data []byte, i int) int {
+	for j := i + 1; j < len(data); {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		// The quote closes the string unless an odd number of
+		// backslashes escapes it.
+		n := 0
+		for b := j - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+	return -1
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Status is an order or transaction status. The spec lists the values it has
@@ -293,16 +295,18 @@ var ErrInvalidOrder = errors.New("invalid order")
 // name the field.
 func DecodeOrder(data []byte) (*Order, error) {
 	var o Order
-	// Most orders have no unknown field anywhere: decodeOrderFast reads them
-	// in one strict pass. Whatever it refuses goes through the general path,
-	// which keeps unknown fields in Extra and gives the errors.
+	// Most orders have no unknown field, no duplicate and no key in another
+	// case anywhere: decodeOrderFast reads them in one strict pass, and what
+	// it takes passes checkOrderKeys by construction. Whatever it refuses
+	// goes through the general path, which keeps unknown fields in Extra,
+	// checks the keys and gives the errors.
 	if !decodeOrderFast(data, &o) {
 		if err := decodeOrderSlow(data, &o); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
 		}
-	}
-	if err := checkOrderKeys(data); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+		if err := checkOrderKeys(data); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+		}
 	}
 	if err := checkRequired(&o); err != nil {
 		return nil, err
@@ -339,176 +343,65 @@ type (
 	plainTransaction Transaction
 )
 
-// fastOrder is an order none of whose levels has an UnmarshalJSON that
-// decodes its bytes again (Money and Time still have theirs). Its
-// Transactions hides the embedded plainOrder's: encoding/json uses the
-// shallower of two fields with one name.
-type fastOrder struct {
-	plainOrder
-	Transactions []plainTransaction `json:"transactions"`
+// fastOptions make the JSON v2 decoder (the code of encoding/json/v2)
+// refuse, rather than settle, everything on which an order's meaning could
+// be in doubt. By default it matches names case-sensitively, refuses a name
+// that appears twice in any object and refuses invalid UTF-8; on top of
+// that it refuses unknown members, decodes each transaction once without
+// Transaction.UnmarshalJSON, and reads money only in the spec's exact form
+// (fastMoney).
+var fastOptions = jsonv2.JoinOptions(
+	jsonv2.RejectUnknownMembers(true),
+	jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t *Transaction) error {
+			return jsonv2.UnmarshalDecode(dec, (*plainTransaction)(t))
+		}),
+		jsonv2.UnmarshalFunc(fastMoney),
+	)),
+)
+
+// errNotFast is what fastMoney answers for money it leaves to the general
+// path; nobody sees it.
+var errNotFast = errors.New("not in the fast path's form")
+
+// fastMoney reads money the way Money.UnmarshalJSON does, but only in the
+// form the provider writes and checkOrderKeys accepts:
+// {"amount":"<a>","currency":"<c>"} with both keys spelled so, once each,
+// in either order, no whitespace or escape, the amount unsigned and the
+// currency three lowercase ASCII letters. For that form the two give the
+// same Money; anything else is refused and decoded by the general path.
+func fastMoney(data []byte, m *Money) error {
+	if string(data) == "null" {
+		return nil // as Money.UnmarshalJSON does
+	}
+	amount, currency, ok := plainMoney(data)
+	if !ok || len(currency) != 3 || !isLowerASCII([]byte(currency)) ||
+		amount == "" || amount[0] == '-' || amount[0] == '+' {
+		return errNotFast
+	}
+	d, err := ParseAmount(amount)
+	if err != nil {
+		return errNotFast
+	}
+	m.Amount = d
+	m.Currency = currency
+	return nil
 }
 
 // decodeOrderFast decodes data into o in one strict pass and reports
 // whether it could. When it reports true, o is exactly what decodeOrderSlow
-// would give: data is one well-formed JSON value (only whitespace after
-// it), no object in it has a field that Extra would have to keep, and the
-// transactions are decoded once each. When it reports false, o is left as
-// it was and the caller decodes again with decodeOrderSlow.
+// would give and checkOrderKeys accepts data: data is one well-formed JSON
+// value (only whitespace after it) in valid UTF-8; every object decoded into
+// a struct has only the keys of its fields, each spelled exactly and once
+// (so Extra has nothing to keep, no key folds to a known one, and no value
+// is chosen among duplicates); every Money is in the form fastMoney takes.
+// When it reports false, o is left as it was and the caller decodes again
+// with decodeOrderSlow.
 func decodeOrderFast(data []byte, o *Order) bool {
-	var f fastOrder
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&f) != nil {
+	var p plainOrder
+	if jsonv2.Unmarshal(data, &p, fastOptions) != nil {
 		return false
 	}
-	// json.Unmarshal refuses anything but whitespace after the value.
-	if off := dec.InputOffset(); off < 0 || off > int64(len(data)) || !isJSONSpace(data[off:]) {
-		return false
-	}
-	// Transaction.UnmarshalJSON replaces the whole transaction, while this
-	// decode merges into it: the two differ when a "transactions" key comes
-	// again and reuses the elements the first one filled.
-	if !transactionsKeyAtMostOnce(data) {
-		return false
-	}
-	*o = Order(f.plainOrder)
-	if f.Transactions != nil {
-		o.Transactions = make([]Transaction, len(f.Transactions))
-		for i := range f.Transactions {
-			o.Transactions[i] = Transaction(f.Transactions[i])
-		}
-	}
+	*o = Order(p)
 	return true
-}
-
-func isJSONSpace(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
-		}
-	}
-	return true
-}
-
-// transactionsKeyAtMostOnce reports whether the top-level object of data,
-// which must be well-formed JSON, has at most one key that encoding/json
-// would match to "transactions". It answers false, to be safe, when a
-// top-level key has an escape or a non-ASCII byte (encoding/json folds some
-// of those to ASCII letters: "ſ" matches "s").
-func transactionsKeyAtMostOnce(data []byte) bool {
-	i := skipJSONSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return true // not an object: no keys
-	}
-	i++
-	seen := false
-	for {
-		i = skipJSONSpace(data, i)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case '}':
-			return true
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return false
-		}
-		start := i + 1
-		end := start
-		for ; end < len(data) && data[end] != '"'; end++ {
-			if c := data[end]; c == '\\' || c >= utf8.RuneSelf {
-				return false
-			}
-		}
-		if end >= len(data) {
-			return false
-		}
-		if end-start == len("transactions") && strings.EqualFold(string(data[start:end]), "transactions") {
-			if seen {
-				return false
-			}
-			seen = true
-		}
-		i = skipJSONSpace(data, end+1)
-		if i >= len(data) || data[i] != ':' {
-			return false
-		}
-		if i = skipJSONValue(data, skipJSONSpace(data, i+1)); i < 0 {
-			return false
-		}
-	}
-}
-
-func skipJSONSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipJSONValue returns the index just past the well-formed JSON value that
-// starts at data[i], or -1 when data ends first.
-func skipJSONValue(data []byte, i int) int {
-	if i >= len(data) {
-		return -1
-	}
-	switch data[i] {
-	case '"':
-		return skipJSONString(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				if i = skipJSONString(data, i); i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	default: // number, true, false, null
-		for i < len(data) {
-			switch data[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipJSONString returns the index just past the string whose opening quote
-// is data[i], or -1 when data ends first.
-func skipJSONString(data []byte, i int) int {
-	for j := i + 1; j < len(data); {
-		k := bytes.IndexByte(data[j:], '"')
-		if k < 0 {
-			return -1
-		}
-		j += k
-		// The quote closes the string unless an odd number of
-		// backslashes escapes it.
-		n := 0
-		for b := j - 1; b > i && data[b] == '\\'; b-- {
-			n++
-		}
-		if n%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
-	return -1
 }
