@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"orderd/internal/jsonenc"
 	"orderd/provider"
 )
 
@@ -671,27 +672,47 @@ func jsonOrNull(b []byte) json.RawMessage {
 
 // selectHeaders encodes the delivery headers worth keeping as evidence (the
 // signature that authenticated the body and what identifies the sender) as
-// a JSON object, or returns nil when there are none.
+// a JSON object, or returns nil when there are none. The bytes are those
+// json.Marshal gives for a map of the kept headers to their values (keys
+// sorted, strings escaped alike), written without reflection or a map.
 func selectHeaders(h http.Header) []byte {
 	if len(h) == 0 {
 		return nil
 	}
-	keptHeaders := [...]string{"Signature", "Content-Type", "User-Agent", "X-Forwarded-For", "X-Real-Ip", "X-Request-Id"}
-	var kept map[string][]string
-	for _, k := range keptHeaders {
+	// In the order json.Marshal writes a map's keys: sorted.
+	keptHeaders := [...]string{"Content-Type", "Signature", "User-Agent", "X-Forwarded-For", "X-Real-Ip", "X-Request-Id"}
+	var values [len(keptHeaders)][]string
+	size := 0
+	for i, k := range keptHeaders {
 		if v := h.Values(k); len(v) > 0 {
-			if kept == nil {
-				kept = make(map[string][]string, len(keptHeaders))
+			values[i] = v
+			size += len(k) + 6 // "k":[],
+			for _, s := range v {
+				size += len(s) + 3 // "s", before any escape
 			}
-			kept[k] = v
 		}
 	}
-	if kept == nil {
+	if size == 0 {
 		return nil
 	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return nil
+	b := make([]byte, 0, size+2)
+	b = append(b, '{')
+	for i, k := range keptHeaders {
+		if len(values[i]) == 0 {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = jsonenc.AppendString(b, k)
+		b = append(b, ':', '[')
+		for j, s := range values[i] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, s)
+		}
+		b = append(b, ']')
 	}
-	return b
+	return append(b, '}')
 }
