@@ -127,8 +127,14 @@ func (m *Money) UnmarshalJSON(data []byte) error {
 			// A plain quoted string, as every amount the provider writes is;
 			// the JSON decoder has already checked it is well formed.
 			s = string(a[1 : len(a)-1])
-		} else if err := json.Unmarshal(raw.Amount, &s); err != nil {
-			return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
+		} else {
+			// Not &s: that would put s on the heap on every call (see
+			// Time.UnmarshalJSON).
+			var u string
+			if err := json.Unmarshal(raw.Amount, &u); err != nil {
+				return fmt.Errorf("money: amount must be a numeric string, got %s", truncate(raw.Amount))
+			}
+			s = u
 		}
 		currency = raw.Currency
 	}

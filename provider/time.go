@@ -54,9 +54,14 @@ func (t *Time) UnmarshalJSON(data []byte) error {
 	}
 	s, ok := plainJSONString(data)
 	if !ok {
-		if err := json.Unmarshal(data, &s); err != nil {
+		// A variable of its own: one whose address json.Unmarshal takes
+		// lives on the heap, and s would then cost an allocation on every
+		// call, the plain case included.
+		var u string
+		if err := json.Unmarshal(data, &u); err != nil {
 			return fmt.Errorf("timestamp must be a string, got %s", truncate(data))
 		}
+		s = u
 	}
 	if s == "" {
 		*t = Time{}

@@ -388,20 +388,21 @@ func fastMoney(data []byte, m *Money) error {
 	return nil
 }
 
-// decodeOrderFast decodes data into o in one strict pass and reports
-// whether it could. When it reports true, o is exactly what decodeOrderSlow
-// would give and checkOrderKeys accepts data: data is one well-formed JSON
-// value (only whitespace after it) in valid UTF-8; every object decoded into
-// a struct has only the keys of its fields, each spelled exactly and once
-// (so Extra has nothing to keep, no key folds to a known one, and no value
-// is chosen among duplicates); every Money is in the form fastMoney takes.
-// When it reports false, o is left as it was and the caller decodes again
-// with decodeOrderSlow.
+// decodeOrderFast decodes data into o, which must be the zero Order, in one
+// strict pass and reports whether it could. When it reports true, o is
+// exactly what decodeOrderSlow would give and checkOrderKeys accepts data:
+// data is one well-formed JSON value (only whitespace after it) in valid
+// UTF-8; every object decoded into a struct has only the keys of its
+// fields, each spelled exactly and once (so Extra has nothing to keep, no
+// key folds to a known one, and no value is chosen among duplicates); every
+// Money is in the form fastMoney takes. When it reports false, o is the
+// zero Order again and the caller decodes with decodeOrderSlow.
 func decodeOrderFast(data []byte, o *Order) bool {
-	var p plainOrder
-	if jsonv2.Unmarshal(data, &p, fastOptions) != nil {
+	// Into o itself rather than a copy: the order would otherwise be
+	// allocated twice.
+	if jsonv2.Unmarshal(data, (*plainOrder)(o), fastOptions) != nil {
+		*o = Order{}
 		return false
 	}
-	*o = Order(p)
 	return true
 }
