@@ -157,8 +157,10 @@ type pass struct {
 	marker *marker
 	queue  []inflight     // single publishes in order; the head is the oldest
 	busy   map[string]int // single publishes in flight per event subject
-	toMark []int64        // acknowledged, not yet handed to the marker
-	acked  int
+	// unmarked counts the events acknowledged since the marker was last
+	// handed done.
+	unmarked int
+	acked    int
 	// done is the highest sequence up to which every event read is
 	// acknowledged or set aside.
 	done int64
@@ -222,15 +224,11 @@ func (p *pass) run(ctx context.Context) error {
 		}
 		chunk = chunk[:0]
 		for _, ev := range pg.events {
-			if r.skipped[ev.Seq] {
-				if len(chunk) == 0 {
-					p.settled(ev.Seq)
-				}
-				continue
-			}
 			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
 			if err != nil {
-				r.setAside(ctx, ev, 0, 0, fmt.Errorf("cannot be encoded: %w", err))
+				if err := r.setAside(ctx, ev, 0, 0, fmt.Errorf("cannot be encoded: %w", err)); err != nil {
+					return err
+				}
 				if len(chunk) == 0 {
 					p.settled(ev.Seq)
 				}
@@ -402,8 +400,10 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 			if nc := r.js.Conn(); nc != nil {
 				limit = nc.MaxPayload()
 			}
-			r.setAside(ctx, ev, int64(len(e.subject)+len(e.payload)), limit,
-				errors.New("larger than the NATS server's max_payload"))
+			if err := r.setAside(ctx, ev, int64(len(e.subject)+len(e.payload)), limit,
+				errors.New("larger than the NATS server's max_payload")); err != nil {
+				return err
+			}
 			p.settled(ev.Seq)
 			return nil
 		}
@@ -441,7 +441,9 @@ func (p *pass) ackHead(ctx context.Context) error {
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		// Larger than the stream's max_msg_size: it will never be
 		// taken. The events after it are not held back.
-		r.setAside(ctx, f.ev, f.bytes, 0, fmt.Errorf("refused by the stream: %w", err))
+		if err := r.setAside(ctx, f.ev, f.bytes, 0, fmt.Errorf("refused by the stream: %w", err)); err != nil {
+			return err
+		}
 		if f.seq > p.done {
 			p.done = f.seq // it was the oldest outstanding: all before it is settled
 		}
@@ -460,24 +462,25 @@ func (p *pass) ackHead(ctx context.Context) error {
 	return nil
 }
 
-// acknowledged records an acked event; full batches go to the marker.
+// acknowledged records an acked event. Acks are taken oldest first, so
+// every event up to seq is now acknowledged or set aside; once a batch's
+// worth has come in, the marker is told to move the store's cursor there.
 func (p *pass) acknowledged(seq int64) {
 	p.acked++
 	if seq > p.done {
 		p.done = seq
 	}
-	p.toMark = append(p.toMark, seq)
-	if len(p.toMark) >= p.r.cfg.BatchSize {
+	if p.unmarked++; p.unmarked >= p.r.cfg.BatchSize {
 		p.flushAcked()
 	}
 }
 
 func (p *pass) flushAcked() {
-	if len(p.toMark) == 0 {
+	if p.unmarked == 0 {
 		return
 	}
-	p.marker.add(p.toMark)
-	p.toMark = make([]int64, 0, p.r.cfg.BatchSize)
+	p.marker.add(p.done)
+	p.unmarked = 0
 }
 
 func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
@@ -508,28 +511,30 @@ func awaitAck(ctx context.Context, f inflight) (*jetstream.PubAck, error) {
 // largest message) out of the queue for good: the store marks it, keeps it
 // out of pruning and opens an "event_not_published" finding, whose own
 // small event reaches consumers. Holding every other event back behind it
-// would be worse. When the store cannot record that, this process still
-// skips it until it restarts.
-func (r *Relay) setAside(ctx context.Context, ev store.OutboxEvent, bytes, limit int64, cause error) {
-	r.skipped[ev.Seq] = true
+// would be worse. When the store cannot record that, setAside returns the
+// error and the pass stops there: the relay's cursor must not pass an event
+// that is neither published nor recorded as set aside, so the next pass
+// tries again.
+func (r *Relay) setAside(ctx context.Context, ev store.OutboxEvent, bytes, limit int64, cause error) error {
 	r.cfg.Metrics.failure(errKindInvalid)
 	sa := store.SetAside{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Subject: r.cfg.Prefix + "." + ev.Subject,
 		EventSubject: ev.EventSubject, Bytes: bytes, Limit: limit, Reason: cause.Error()}
 	if err := r.outbox.SetAsideEvent(ctx, sa); err != nil {
-		r.log.Error("event cannot be published, and setting it aside failed; skipped until restart",
-			"seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "bytes", bytes, "limit", limit, "err", cause, "store_err", err)
-		return
+		r.cfg.Metrics.failure(errKindStore)
+		return fmt.Errorf("set aside event %s (%v): %w", ev.ID, cause, err)
 	}
 	r.log.Error("event cannot be published; set aside with an event_not_published finding",
 		"seq", ev.Seq, "id", ev.ID, "subject", ev.Subject, "bytes", bytes, "limit", limit, "err", cause)
+	return nil
 }
 
-// marker marks acknowledged events published in a goroutine of its own, so
-// that the store's commit overlaps with publishing and never delays the
-// next pass. Its owner, the session, stops it with close.
+// marker moves the store's outbox cursor over acknowledged events in a
+// goroutine of its own, so that the store's commit overlaps with
+// publishing and never delays the next pass. Its owner, the session, stops
+// it with close.
 type marker struct {
 	r    *Relay
-	ch   chan []int64
+	ch   chan int64 // "every event up to here is acknowledged or set aside"
 	done chan struct{}
 
 	mu      sync.Mutex
@@ -539,7 +544,7 @@ type marker struct {
 }
 
 func startMarker(ctx context.Context, r *Relay) *marker {
-	mk := &marker{r: r, ch: make(chan []int64, 64), done: make(chan struct{})}
+	mk := &marker{r: r, ch: make(chan int64, 64), done: make(chan struct{})}
 	mk.settled = sync.NewCond(&mk.mu)
 	go mk.loop(ctx)
 	return mk
@@ -547,22 +552,21 @@ func startMarker(ctx context.Context, r *Relay) *marker {
 
 func (mk *marker) loop(ctx context.Context) {
 	defer close(mk.done)
-	maxMark := markBatches * mk.r.cfg.BatchSize
-	for seqs := range mk.ch {
-		// Gather what comes in over a short while: one commit, one
-		// fsync, for all of it. Marking is not urgent (an unmarked
-		// event is at worst sent again and dropped as a duplicate),
-		// and commits are what the webhook path waits for.
+	for through := range mk.ch {
+		// Gather what comes in over a short while: one move of the
+		// cursor, in one commit, for all of it. Marking is not urgent
+		// (an unmarked event is at worst sent again and dropped as a
+		// duplicate), and commits are what the webhook path waits for.
 		n := 1
 		linger := time.NewTimer(markLinger)
 	gather:
-		for len(seqs) < maxMark {
+		for n < markBatches {
 			select {
-			case s, ok := <-mk.ch:
+			case t, ok := <-mk.ch:
 				if !ok {
 					break gather
 				}
-				seqs = append(seqs, s...)
+				through = max(through, t)
 				n++
 			case <-linger.C:
 				break gather
@@ -578,11 +582,11 @@ func (mk *marker) loop(ctx context.Context) {
 			// again at the next start.
 			mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
 		}
-		err := mk.r.outbox.MarkPublished(mctx, seqs)
+		err := mk.r.outbox.MarkPublishedThrough(mctx, through)
 		cancel()
 		if err != nil {
 			mk.r.cfg.Metrics.failure(errKindStore)
-			err = fmt.Errorf("mark %d events published: %w", len(seqs), err)
+			err = fmt.Errorf("mark events up to seq %d published: %w", through, err)
 		}
 		mk.mu.Lock()
 		mk.queued -= n
@@ -594,12 +598,13 @@ func (mk *marker) loop(ctx context.Context) {
 	}
 }
 
-// add hands over acknowledged events; the marker owns seqs from now on.
-func (mk *marker) add(seqs []int64) {
+// add hands over a new cursor: every event up to through is acknowledged
+// or set aside.
+func (mk *marker) add(through int64) {
 	mk.mu.Lock()
 	mk.queued++
 	mk.mu.Unlock()
-	mk.ch <- seqs
+	mk.ch <- through
 }
 
 // idle reports whether nothing is waiting to be marked.

@@ -20,11 +20,12 @@ type Outbox interface {
 	// PendingEvents returns up to limit unpublished events with a
 	// sequence above afterSeq, in sequence order.
 	PendingEvents(ctx context.Context, afterSeq int64, limit int) ([]store.OutboxEvent, error)
-	// MarkPublished records that JetStream acknowledged these events.
-	MarkPublished(ctx context.Context, seqs []int64) error
-	// PruneOutbox deletes events published before the given time and
-	// returns how many it deleted.
-	PruneOutbox(ctx context.Context, publishedBefore time.Time) (int64, error)
+	// MarkPublishedThrough records that JetStream acknowledged every
+	// event up to and including this sequence (or it was set aside).
+	MarkPublishedThrough(ctx context.Context, through int64) error
+	// PruneOutbox deletes published events queued before the given time
+	// and returns how many it deleted.
+	PruneOutbox(ctx context.Context, queuedBefore time.Time) (int64, error)
 	// OutboxStats counts unpublished events and gives the creation time
 	// of the oldest (zero when there is none).
 	OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error)
@@ -101,7 +102,8 @@ type RelayConfig struct {
 	BurstLinger time.Duration
 	// MaxBackoff caps the exponential back-off after a failure; default 10s.
 	MaxBackoff time.Duration
-	// Retention is how long published events stay in the outbox; default
+	// Retention is how long published events stay in the outbox, counted
+	// from when they were queued; default
 	// 72h; negative keeps them for ever.
 	Retention time.Duration
 	// PruneInterval is how often Run prunes; default 10m.
@@ -137,7 +139,6 @@ type Relay struct {
 	// sem lets one pass over the outbox run at a time (Run's or Flush's)
 	// and guards the fields below.
 	sem         chan struct{}
-	skipped     map[int64]bool
 	streamReady bool
 	atomic      bool  // the stream takes atomic batches
 	maxMsgSize  int64 // the stream's largest message; 0 or less: no limit of its own
@@ -219,12 +220,11 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{
-		cfg:     cfg,
-		outbox:  outbox,
-		js:      js,
-		log:     log,
-		sem:     make(chan struct{}, 1),
-		skipped: make(map[int64]bool),
+		cfg:    cfg,
+		outbox: outbox,
+		js:     js,
+		log:    log,
+		sem:    make(chan struct{}, 1),
 	}, nil
 }
 
@@ -371,8 +371,8 @@ func (r *Relay) Flush(ctx context.Context) error {
 	}
 }
 
-// Prune deletes outbox events published more than Retention ago and returns
-// how many went. Unpublished events are never pruned.
+// Prune deletes published outbox events queued more than Retention ago and
+// returns how many went. Unpublished events are never pruned.
 func (r *Relay) Prune(ctx context.Context) (int64, error) {
 	if r.cfg.Retention < 0 {
 		return 0, nil

@@ -3,9 +3,12 @@ package publish_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -233,7 +236,7 @@ func TestRelay_SurvivesNATSOutage(t *testing.T) {
 	}
 }
 
-// crashingOutbox is the real store whose MarkPublished "kills" the relay:
+// crashingOutbox is the real store whose MarkPublishedThrough "kills" the relay:
 // it cancels the relay's context and fails, as a process killed between
 // the publish and the mark would leave things.
 type crashingOutbox struct {
@@ -242,7 +245,7 @@ type crashingOutbox struct {
 	calls atomic.Int32
 }
 
-func (c *crashingOutbox) MarkPublished(context.Context, []int64) error {
+func (c *crashingOutbox) MarkPublishedThrough(context.Context, int64) error {
 	c.calls.Add(1)
 	c.kill()
 	return errors.New("killed before mark")
@@ -281,7 +284,7 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 				t.Fatalf("first relay: %v", err)
 			}
 			if crash.calls.Load() == 0 {
-				t.Fatal("the first relay never reached MarkPublished")
+				t.Fatal("the first relay never reached MarkPublishedThrough")
 			}
 			if got := streamCount(t, js, "ORDERD"); got != n {
 				t.Fatalf("first relay published %d events, want %d", got, n)
@@ -316,8 +319,12 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			second := newRelay(t, publish.RelayConfig{Metrics: m}, st, js)
-			ctx2, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			// An ack later than PublishTimeout (a loaded machine) would
+			// make the relay send again from that event: more duplicates
+			// than this test counts, and correct. The bound is out of
+			// the way; the flush's own bound still ends the test.
+			second := newRelay(t, publish.RelayConfig{Metrics: m, PublishTimeout: 30 * time.Second}, st, js)
+			ctx2, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			if err := second.Flush(ctx2); err != nil {
 				t.Fatalf("second relay: %v", err)
@@ -527,6 +534,78 @@ func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	}
 }
 
+// failingSetAside is the real store whose first SetAsideEvent calls fail,
+// and which records whether the relay ever moved the cursor over the event
+// being set aside before that was recorded.
+type failingSetAside struct {
+	*store.Store
+	failures atomic.Int32
+	target   atomic.Int64 // seq of the event being set aside
+	recorded atomic.Bool
+	passed   atomic.Bool // the cursor passed target before it was recorded
+}
+
+func (f *failingSetAside) SetAsideEvent(ctx context.Context, ev store.SetAside) error {
+	f.target.Store(ev.Seq)
+	if f.failures.Add(-1) >= 0 {
+		return errors.New("disk I/O error")
+	}
+	if err := f.Store.SetAsideEvent(ctx, ev); err != nil {
+		return err
+	}
+	f.recorded.Store(true)
+	return nil
+}
+
+func (f *failingSetAside) MarkPublishedThrough(ctx context.Context, through int64) error {
+	if seq := f.target.Load(); seq > 0 && through >= seq && !f.recorded.Load() {
+		f.passed.Store(true)
+	}
+	return f.Store.MarkPublishedThrough(ctx, through)
+}
+
+// When the store cannot record that an event is set aside, the relay must
+// not move its cursor over that event (it would be neither published nor
+// known to be set aside): the pass stops there and the next one tries
+// again, and the events behind it follow once it is recorded.
+func TestRelay_SetAsideFailureHoldsTheCursor(t *testing.T) {
+	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	for i := range 3 {
+		apply(t, st, newTestOrder("before", i), "processing", false, store.SourceWebhook)
+	}
+	big := newTestOrder("big", 0)
+	big.extra = strings.Repeat("x", 20<<10)
+	apply(t, st, big, "processing", false, store.SourceWebhook)
+	for i := range 3 {
+		apply(t, st, newTestOrder("after", i), "processing", false, store.SourceWebhook)
+	}
+	ob := &failingSetAside{Store: st}
+	ob.failures.Store(3)
+	runRelay(t, newRelay(t, publish.RelayConfig{PollInterval: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, ob, js))
+
+	waitFor(t, 10*time.Second, "six order events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 7 })
+	waitFor(t, 5*time.Second, "an empty backlog", func() bool { return backlog(t, st) == 0 })
+	if ob.failures.Load() >= 0 {
+		t.Fatal("SetAsideEvent never failed; the test proves nothing")
+	}
+	if ob.passed.Load() {
+		t.Error("the cursor moved over the oversized event before it was recorded as set aside")
+	}
+	checkSetAside(t, st, big.id, "max_payload", 16<<10)
+	if n := countRows(t, st, `SELECT count(*) FROM findings WHERE kind = 'event_not_published'`); n != 1 {
+		t.Errorf("%d event_not_published findings, want 1", n)
+	}
+}
+
 // TestRelay_SetsAsideEventTooLargeForStream: a stream with a smaller
 // max_msg_size than the server's max_payload refuses an event on the
 // server side; the relay sets it aside the same way, also from within an
@@ -540,7 +619,7 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := openStore(t, store.Options{})
+	st, path := openStore(t, store.Options{})
 	big := newTestOrder("big", 0)
 	big.extra = strings.Repeat("x", 10<<10)
 	for i := range 20 {
@@ -575,6 +654,64 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "40 more order events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 82 })
 	checkSetAside(t, st, big2.id, "message size exceeds maximum", 0)
+
+	// The limit is raised and the README's command queues both set-aside
+	// events anew, behind the relay's cursor: the running relay sends
+	// them, once each.
+	if _, err := js.UpdateStream(t.Context(), jetstream.StreamConfig{
+		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 64 << 10, AllowAtomicPublish: true,
+		Duplicates: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resendSetAside(t, path)
+	waitFor(t, 10*time.Second, "the two set-aside events sent again", func() bool { return streamCount(t, js, "ORDERD") == 84 })
+	var resent []string
+	for _, msg := range streamMsgs(t, js, "ORDERD")[82:] {
+		var ev struct{ Subject string }
+		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		resent = append(resent, ev.Subject)
+	}
+	if want := []string{big.id, big2.id}; !slices.Equal(resent, want) {
+		t.Errorf("events sent again are about %v, want %v", resent, want)
+	}
+	waitFor(t, 5*time.Second, "an empty backlog", func() bool { return backlog(t, st) == 0 })
+	if n := countRows(t, st, `SELECT count(*) FROM outbox WHERE set_aside IS NOT NULL`); n != 0 {
+		t.Errorf("%d rows still set aside", n)
+	}
+}
+
+// resendSetAside runs the README's command that queues set-aside events
+// anew on the database at path, as an operator would with sqlite3 while
+// orderd runs.
+func resendSetAside(t *testing.T, path string) {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`sqlite3 orderd\.db "(BEGIN IMMEDIATE; CREATE TEMP TABLE resend [^"]+)"`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no command that queues set-aside events anew")
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "PRAGMA busy_timeout = 5000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), string(m[1])); err != nil {
+		t.Fatalf("the README's command: %v", err)
+	}
 }
 
 // checkSetAside checks the outbox row and the finding of an event set aside
@@ -689,18 +826,18 @@ func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
 	}
 }
 
-// flakyOutbox is the real store whose first MarkPublished calls fail, as a
+// flakyOutbox is the real store whose first MarkPublishedThrough calls fail, as a
 // busy or briefly unavailable database would make them.
 type flakyOutbox struct {
 	*store.Store
 	failures atomic.Int32
 }
 
-func (f *flakyOutbox) MarkPublished(ctx context.Context, seqs []int64) error {
+func (f *flakyOutbox) MarkPublishedThrough(ctx context.Context, through int64) error {
 	if f.failures.Add(-1) >= 0 {
 		return errors.New("database is locked")
 	}
-	return f.Store.MarkPublished(ctx, seqs)
+	return f.Store.MarkPublishedThrough(ctx, through)
 }
 
 func TestRelay_RecoversFromFailedMark(t *testing.T) {
@@ -736,7 +873,7 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 			tt.run(t, newRelay(t, publish.RelayConfig{BatchSize: 4, MaxBackoff: 100 * time.Millisecond, PollInterval: 100 * time.Millisecond}, flaky, js))
 			waitFor(t, 10*time.Second, "every event marked", func() bool { return backlog(t, st) == 0 })
 			if flaky.failures.Load() >= 0 {
-				t.Fatal("MarkPublished never failed; the test proves nothing")
+				t.Fatal("MarkPublishedThrough never failed; the test proves nothing")
 			}
 			msgs := streamMsgs(t, js, "ORDERD")
 			if len(msgs) != len(orders) {

@@ -242,7 +242,7 @@ func init() {
 		&observeCmd{}, &quarantineCmd{}, &watchCmd{},
 		&beginAttemptCmd{}, &finishAttemptCmd{}, recoverPendingCmd{}, &settleCreatedCmd{},
 		&settleNotCreatedCmd{}, &postponeAttemptCmd{},
-		&markPublishedCmd{}, &pruneOutboxCmd{}, &setAsideCmd{},
+		&markPublishedCmd{}, &advanceOutboxCmd{}, &pruneOutboxCmd{}, &setAsideCmd{},
 		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
 		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
 		&OpenFindingCmd{}, &ResolveFindingsCmd{}, NoopCmd{},

@@ -227,11 +227,7 @@ func randomWrite(ctx context.Context, s *store.Store, rng *rand.Rand, w, i int, 
 		if err != nil || len(evs) == 0 {
 			return err
 		}
-		seqs := make([]int64, len(evs))
-		for j, e := range evs {
-			seqs[j] = e.Seq
-		}
-		if err := s.MarkPublished(ctx, seqs); err != nil {
+		if err := s.MarkPublishedThrough(ctx, evs[len(evs)-1].Seq); err != nil {
 			return err
 		}
 		_, err = s.PruneOutbox(ctx, time.Now().Add(-time.Duration(rng.IntN(2))*time.Hour))

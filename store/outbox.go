@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -50,12 +49,15 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 	return evs, nil
 }
 
+// pendingEventsQuery reads along the primary key from the later of the
+// caller's and the stored cursor; rows set aside (and rows stamped before
+// the cursor existed) carry published_at and are passed over.
 const pendingEventsQuery = `SELECT o.seq, o.event_id, o.type, o.subject, o.event_subject, o.time,
 		coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw)
 	FROM outbox o
 	LEFT JOIN order_history h ON h.id = o.state_id
 	LEFT JOIN deliveries d ON d.id = h.delivery_id
-	WHERE o.published_at IS NULL AND o.seq > ?
+	WHERE o.seq > max(?, (SELECT seq FROM outbox_cursor)) AND o.published_at IS NULL
 	ORDER BY o.seq
 	LIMIT ?`
 
@@ -74,34 +76,56 @@ func compact(data []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// MarkPublished records that the events with these seqs are acknowledged
-// by NATS. It goes through the writer, so many calls share commits.
-func (s *Store) MarkPublished(ctx context.Context, seqs []int64) error {
-	if len(seqs) == 0 {
+// MarkPublishedThrough records that every event with a seq up to and
+// including through is acknowledged by NATS (or set aside): it moves the
+// outbox's cursor, never back. The relay calls it once per batch of
+// acknowledgements; it goes through the writer, so it shares commits with
+// the webhooks'.
+func (s *Store) MarkPublishedThrough(ctx context.Context, through int64) error {
+	if through <= 0 {
 		return nil
 	}
-	// One statement for the lot: the seqs go in as a JSON array.
-	list := make([]byte, 0, 1+len(seqs)*8)
-	list = append(list, '[')
-	for i, seq := range seqs {
-		if i > 0 {
-			list = append(list, ',')
-		}
-		list = strconv.AppendInt(list, seq, 10)
-	}
-	list = append(list, ']')
-	_, err := s.Exec(ctx, &markPublishedCmd{Seqs: json.RawMessage(list)})
+	_, err := s.Exec(ctx, &advanceOutboxCmd{Through: through})
 	return err
 }
 
-// markPublishedCmd is MarkPublished's command; Seqs is a JSON array.
+// advanceOutboxCmd is MarkPublishedThrough's command.
+type advanceOutboxCmd struct{ Through int64 }
+
+func (*advanceOutboxCmd) Kind() string { return "outbox.advance" }
+func (*advanceOutboxCmd) rerunnable()  {}
+
+func (c *advanceOutboxCmd) Apply(tx *Tx) (any, error) {
+	if _, err := tx.s.st.advanceOutbox.Exec(c.Through); err != nil {
+		return nil, fmt.Errorf("move the outbox cursor: %w", err)
+	}
+	return nil, nil
+}
+
+// OutboxCursor returns the seq up to which every event is published or set
+// aside.
+func (s *Store) OutboxCursor(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT seq FROM outbox_cursor`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("outbox cursor: %w", err)
+	}
+	return seq, nil
+}
+
+// markPublishedCmd stamps published_at on a list of events (Seqs, a JSON
+// array). Versions before the outbox cursor wrote it for every batch of
+// acknowledgements; it stays registered so that a replicated log holding
+// such entries is still applied alike everywhere (a stamped event is
+// published for the relay's read as well).
 type markPublishedCmd struct{ Seqs json.RawMessage }
 
 func (*markPublishedCmd) Kind() string { return "outbox.mark_published" }
 func (*markPublishedCmd) rerunnable()  {}
 
 func (c *markPublishedCmd) Apply(tx *Tx) (any, error) {
-	if _, err := tx.s.st.markPublished.Exec(tx.Now().UnixMilli(), string(c.Seqs)); err != nil {
+	if _, err := tx.Exec(`UPDATE outbox SET published_at = ?
+		WHERE seq IN (SELECT value FROM json_each(?)) AND published_at IS NULL`,
+		tx.Now().UnixMilli(), string(c.Seqs)); err != nil {
 		return nil, fmt.Errorf("mark events published: %w", err)
 	}
 	return nil, nil
@@ -111,12 +135,13 @@ func (c *markPublishedCmd) Apply(tx *Tx) (any, error) {
 // holds the writer for long.
 const pruneChunk = 2000
 
-// PruneOutbox deletes events published before publishedBefore and returns
-// how many it deleted. Unpublished events are never deleted.
-func (s *Store) PruneOutbox(ctx context.Context, publishedBefore time.Time) (int64, error) {
+// PruneOutbox deletes published events queued before queuedBefore and
+// returns how many it deleted. Unpublished events and events set aside are
+// never deleted.
+func (s *Store) PruneOutbox(ctx context.Context, queuedBefore time.Time) (int64, error) {
 	var total int64
 	for {
-		n, err := ExecAs[int64](ctx, s, &pruneOutboxCmd{Before: publishedBefore, Limit: pruneChunk})
+		n, err := ExecAs[int64](ctx, s, &pruneOutboxCmd{Before: queuedBefore, Limit: pruneChunk})
 		if err != nil {
 			return total, fmt.Errorf("prune outbox: %w", err)
 		}
@@ -132,8 +157,8 @@ func (s *Store) PruneOutbox(ctx context.Context, publishedBefore time.Time) (int
 func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error) {
 	var first sql.NullInt64
 	err = s.rdb.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM outbox WHERE published_at IS NULL),
-		(SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT 1)`).
+		(SELECT count(*) FROM outbox WHERE `+unpublished+`),
+		(SELECT created_at FROM outbox WHERE `+unpublished+` ORDER BY seq LIMIT 1)`).
 		Scan(&backlog, &first)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("outbox stats: %w", err)
@@ -144,12 +169,16 @@ func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Tim
 	return backlog, oldest, nil
 }
 
+// unpublished is the condition of an event not yet published or set aside,
+// which SQLite reads along the primary key from the cursor.
+const unpublished = `seq > (SELECT seq FROM outbox_cursor) AND published_at IS NULL`
+
 // OldestUnpublished returns when the oldest unpublished event was queued,
-// and false when every event is published. It reads one row of the
-// unpublished index, so readiness checks may call it often.
+// and false when every event is published. It reads from the cursor along
+// the primary key, so readiness checks may call it often.
 func (s *Store) OldestUnpublished(ctx context.Context) (time.Time, bool, error) {
 	var at int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT 1`).Scan(&at)
+	err := s.rdb.QueryRowContext(ctx, `SELECT created_at FROM outbox WHERE `+unpublished+` ORDER BY seq LIMIT 1`).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -212,7 +241,10 @@ func (c *setAsideCmd) Apply(tx *Tx) (any, error) {
 	return nil, nil
 }
 
-// pruneOutboxCmd is one chunk of PruneOutbox.
+// pruneOutboxCmd is one chunk of PruneOutbox: of the next Limit published
+// events in seq order (the set-aside ones passed over), those queued before
+// Before. Events are queued in seq order, so once a chunk meets one queued
+// later the rest are later too, and the chunk deletes fewer than Limit.
 type pruneOutboxCmd struct {
 	Before time.Time
 	Limit  int
@@ -222,9 +254,10 @@ func (*pruneOutboxCmd) Kind() string { return "outbox.prune" }
 
 func (c *pruneOutboxCmd) Apply(tx *Tx) (any, error) {
 	res, err := tx.Exec(`DELETE FROM outbox WHERE seq IN (
-		SELECT seq FROM outbox WHERE published_at IS NOT NULL AND published_at < ? AND set_aside IS NULL
-		ORDER BY seq LIMIT ?)`,
-		c.Before.UnixMilli(), c.Limit)
+			SELECT seq FROM outbox WHERE seq <= (SELECT seq FROM outbox_cursor) AND set_aside IS NULL
+			ORDER BY seq LIMIT ?)
+		AND created_at < ?`,
+		c.Limit, c.Before.UnixMilli())
 	if err != nil {
 		return nil, err
 	}

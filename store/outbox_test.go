@@ -63,7 +63,7 @@ func TestStore_PendingEvents(t *testing.T) {
 	}
 
 	// Publishing the first three leaves two pending.
-	if err := s.MarkPublished(t.Context(), []int64{all[0].Seq, all[1].Seq, all[2].Seq}); err != nil {
+	if err := s.MarkPublishedThrough(t.Context(), all[2].Seq); err != nil {
 		t.Fatal(err)
 	}
 	left, err := s.PendingEvents(t.Context(), 0, 10)
@@ -86,7 +86,7 @@ func TestStore_PendingEvents(t *testing.T) {
 		t.Errorf("%d outbox rows after prune, want the 2 unpublished", c)
 	}
 	// Seqs are never reused, even after pruning everything.
-	if err := s.MarkPublished(t.Context(), []int64{all[3].Seq, all[4].Seq}); err != nil {
+	if err := s.MarkPublishedThrough(t.Context(), all[4].Seq); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.PruneOutbox(t.Context(), now.Add(time.Second)); err != nil {

@@ -163,7 +163,7 @@ func appliedSeq(ctx context.Context, db *sql.DB) (uint64, error) {
 // digest order. store_meta is local (readiness heartbeat, applied
 // sequence).
 var replicatedTables = []string{
-	"orders", "deliveries", "order_history", "outbox", "quarantine", "findings", "watches",
+	"orders", "deliveries", "order_history", "outbox", "outbox_cursor", "quarantine", "findings", "watches",
 	"attempts", "reconcile_runs", "balance_snapshots", "balance_drifts", "ledger_movements",
 	"ledger_pending", "reconcile_state", "requisites",
 }

@@ -30,7 +30,7 @@ type stmts struct {
 	insertEvent       *sql.Stmt
 	stateRaw          *sql.Stmt
 	lastBySource      *sql.Stmt
-	markPublished     *sql.Stmt
+	advanceOutbox     *sql.Stmt
 
 	all []*sql.Stmt
 }
@@ -104,8 +104,7 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 		LEFT JOIN deliveries d ON d.id = h.delivery_id
 		WHERE h.order_id = ? AND h.status = ? AND h.source = ?
 		ORDER BY h.id DESC LIMIT 1`)
-	p(&st.markPublished, `UPDATE outbox SET published_at = ?
-		WHERE seq IN (SELECT value FROM json_each(?)) AND published_at IS NULL`)
+	p(&st.advanceOutbox, `UPDATE outbox_cursor SET seq = ?1 WHERE seq < ?1`)
 	if err := errors.Join(errs...); err != nil {
 		st.close()
 		return nil, err

@@ -219,7 +219,7 @@ var categories = []category{
 	{"GC: background marking, sweeping, scavenging", []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge"}},
 	{"GC: assists during allocations", []string{"runtime.gcAssistAlloc"}},
 	{"signature check (base64, SHA-512, RSA-2048 verify)", []string{"orderd/provider.(*Verifier)", "crypto/internal/fips140/rsa.", "crypto/rsa."}},
-	{"relay: marking events published (writer's SQLite)", []string{"orderd/store.(*Store).MarkPublished", "orderd/store.(*markPublishedCmd)"}},
+	{"relay: moving the outbox cursor (writer's SQLite)", []string{"orderd/store.(*Store).MarkPublishedThrough", "orderd/store.(*advanceOutboxCmd)"}},
 	{"store writer: commit (WAL write, fsync, page cache)", []string{"database/sql.(*Tx).Commit", "modernc.org/sqlite/lib._vdbeCommit"}},
 	{"store writer: applying webhooks (SQLite statements)", []string{"orderd/store.(*Tx).apply", "orderd/store.(*observeCmd)"}},
 	{"store writer: other (begin, batching, queue)", []string{"orderd/store.(*Store).run", "orderd/store.(*Store).commitBatch"}},

@@ -49,7 +49,7 @@ func TestDaemon_outboxReady(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("pending: %v %v", evs, err)
 	}
-	if err := st.MarkPublished(t.Context(), []int64{evs[0].Seq}); err != nil {
+	if err := st.MarkPublishedThrough(t.Context(), evs[0].Seq); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.outboxReady(t.Context()); err != nil {

@@ -489,7 +489,7 @@ func waitDrained(t *testing.T, dbPath, natsURL string, timeout time.Duration) in
 	var inStream uint64
 	var err error
 	ok := waitFor(timeout, 100*time.Millisecond, func() bool {
-		pending = queryInt(t, db, "SELECT count(*) FROM outbox WHERE published_at IS NULL")
+		pending = queryInt(t, db, "SELECT count(*) FROM outbox WHERE seq > (SELECT seq FROM outbox_cursor) AND published_at IS NULL")
 		total = queryInt(t, db, "SELECT count(*) FROM outbox")
 		inStream, err = streamCount(t.Context(), natsURL)
 		return pending == 0 && err == nil && inStream >= uint64(total)
