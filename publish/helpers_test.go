@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -63,6 +64,12 @@ func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) []jetstream
 	var msgs []jetstream.Msg
 	for len(msgs) < want {
 		batch, err := cons.Fetch(want-len(msgs), jetstream.FetchMaxWait(5*time.Second))
+		if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+			// The consumer is not being served yet (JetStream just
+			// restarted inside the server): ask again.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("fetch: %v", err)
 		}

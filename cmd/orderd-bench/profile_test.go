@@ -87,8 +87,8 @@ func TestClassify(t *testing.T) {
 			"store writer: commit (WAL write, fsync, page cache)"},
 		// The relay's marks run in the writer's transaction: they are the
 		// relay's.
-		{[]string{"modernc.org/sqlite/lib._sqlite3VdbeExec", "orderd/store.(*markPublishedCmd).Apply", "orderd/store.callFn", "orderd/store.(*Store).runOnce"},
-			"relay: marking events published (writer's SQLite)"},
+		{[]string{"modernc.org/sqlite/lib._sqlite3VdbeExec", "orderd/store.(*advanceOutboxCmd).Apply", "orderd/store.callFn", "orderd/store.(*Store).runOnce"},
+			"relay: moving the outbox cursor (writer's SQLite)"},
 		{[]string{"modernc.org/sqlite/lib._sqlite3VdbeExec", "orderd/store.(*Store).PendingEvents", "orderd/publish.(*pass).run.func1"},
 			"relay: reading the outbox (SQLite)"},
 		{[]string{"runtime.mallocgc", "runtime.gcAssistAlloc", "orderd/provider.DecodeOrder"}, "GC: assists during allocations"},
