@@ -37,13 +37,17 @@ func (o *Order) Fingerprint() string {
 		id         string
 		start, end int
 	}
-	scratch := make([]byte, 0, 384*len(o.Transactions))
-	txs := make([]span, len(o.Transactions))
+	// The buffers start on the stack, sized for an order with a few
+	// transactions; a larger order grows them onto the heap.
+	var scratchBuf [1536]byte
+	var txsBuf [4]span
+	scratch := scratchBuf[:0]
+	txs := txsBuf[:0]
 	for i := range o.Transactions {
 		t := &o.Transactions[i]
 		start := len(scratch)
 		scratch = appendCanonicalTx(scratch, t)
-		txs[i] = span{id: t.ID, start: start, end: len(scratch)}
+		txs = append(txs, span{id: t.ID, start: start, end: len(scratch)})
 	}
 	// Sort by id; transactions that share an id (which the provider should
 	// not send) are ordered by their whole canonical form, so the input's
@@ -54,7 +58,8 @@ func (o *Order) Fingerprint() string {
 		}
 		return bytes.Compare(scratch[a.start:a.end], scratch[b.start:b.end])
 	})
-	b := make([]byte, 0, 256+len(scratch)+len(txs))
+	var bBuf [2048]byte
+	b := bBuf[:0]
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, o.ID)
 	b = append(b, `,"merchantOrderId":`...)

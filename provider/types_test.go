@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -402,6 +403,7 @@ func TestOrder_FingerprintMatchesReference(t *testing.T) {
 			`{"id":"=","type":"payin","status":"completed","completedAt":"2026-01-02T03:04:05.123456789+05:30"},` +
 			`{"id":"<","type":"refund","status":"new","rejectReason":"x"},{"id":"<","type":"refund","status":"new"}]}`,
 		`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","transactions":[]}`,
+		manyTransactions(40),
 	} {
 		o, err := provider.DecodeOrder([]byte(in))
 		if err != nil {
@@ -411,4 +413,24 @@ func TestOrder_FingerprintMatchesReference(t *testing.T) {
 			t.Errorf("Fingerprint = %s, reference %s, for %s", got, want, in)
 		}
 	}
+}
+
+// manyTransactions is an order with n transactions, each with long ids and
+// every amount set, in reverse id order: more than Fingerprint's buffers
+// hold before they grow.
+func manyTransactions(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"id":"o-many","merchantOrderId":"m-many","type":"payin","status":"completed",` +
+		`"merchantTargetWallet":{"amount":"1000.10","currency":"brl"},"transactions":[`)
+	for i := n; i > 0; i-- {
+		if i < n {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"%s-%04d","type":"refund","status":"completed","authorized":{"amount":"%d.50","currency":"brl"},`+
+			`"merchantWallet":{"amount":"%d.00","currency":"brl"},"amount":{"amount":"%d","currency":"brl"},`+
+			`"completedAt":"2026-01-02T03:04:05.%06dZ","rejectReason":"reason %d with some length to it"}`,
+			strings.Repeat("f", 60), i, i, i, i, i, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }
