@@ -6,7 +6,9 @@
 // unpublished events in sequence order, publishes each as a CloudEvents 1.0
 // JSON event (EncodeEvent) on "<prefix>.<subject>" with the Nats-Msg-Id
 // header set to the event's deterministic id, waits for JetStream's ack and
-// only then marks the event published. Every committed change therefore
+// only then moves the outbox's cursor past the event (once per batch of
+// acknowledgements: everything up to the cursor is published or set
+// aside). Every committed change therefore
 // reaches NATS at least once, in order per order, across NATS outages and
 // orderd restarts, while JetStream's duplicate window drops the second copy
 // a retry or a restart sends. NATS never holds up ingest: the outbox is the
