@@ -18,9 +18,16 @@ const (
 )
 
 // gatherYields is how many times the writer yields the processor before
-// taking a batch during a burst (see run). Measured under "make load": with
-// 64 senders, batches grow from about 4 writes to about 12.
-const gatherYields = 4
+// taking a batch during a burst (see run). A yield puts the writer behind
+// every goroutine ready to run, and in a burst most of those are handlers
+// verifying signatures, so each one delays the whole batch. Under the Go
+// load client (make load, 64 senders) 4 yields grew batches from about 4
+// writes to about 12; with a light client (make bench-daemon, wrk, 64
+// connections) more handlers are ready at once, batches held about 20
+// writes with 4 yields, and the yields cost throughput: one did 7,585–9,531
+// webhooks/s where 4 did 7,509–8,808 and none 7,208–8,218, interleaved in
+// one run (BENCHMARKS.md).
+const gatherYields = 1
 
 // request is one write waiting for the writer.
 type request struct {
