@@ -468,13 +468,11 @@ func TestRelay_ProvisionsStreamWhenNATSComesUp(t *testing.T) {
 	}
 }
 
-// TestRelay_SetsAsideEventTooLargeForNATS: an event larger than the
-// server's max_payload never stalls the others, and is not left silently in
-// the outbox: it is set aside for good (kept, out of the backlog and of
-// pruning) with an event_not_published finding whose own event reaches the
-// stream, and a restarted relay does not try it again.
-func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
-	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: 16 << 10})
+// startNATSWithMaxPayload starts an embedded server that takes messages of
+// at most maxPayload bytes, with the events stream.
+func startNATSWithMaxPayload(t *testing.T, maxPayload int32) jetstream.JetStream {
+	t.Helper()
+	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,6 +481,16 @@ func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// TestRelay_SetsAsideEventTooLargeForNATS: an event larger than the
+// server's max_payload never stalls the others, and is not left silently in
+// the outbox: it is set aside for good (kept, out of the backlog and of
+// pruning) with an event_not_published finding whose own event reaches the
+// stream, and a restarted relay does not try it again.
+func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
+	js := startNATSWithMaxPayload(t, 16<<10)
 	st, _ := openStore(t, store.Options{})
 	reg := prometheus.NewRegistry()
 	m, err := publish.NewMetrics(reg)
@@ -569,15 +577,7 @@ func (f *failingSetAside) MarkPublishedThrough(ctx context.Context, through int6
 // known to be set aside): the pass stops there and the next one tries
 // again, and the events behind it follow once it is recorded.
 func TestRelay_SetAsideFailureHoldsTheCursor(t *testing.T) {
-	e, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: 16 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	_, js := connectJS(t, e.ClientURL())
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := startNATSWithMaxPayload(t, 16<<10)
 	st, _ := openStore(t, store.Options{})
 	for i := range 3 {
 		apply(t, st, newTestOrder("before", i), "processing", false, store.SourceWebhook)
