@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -56,6 +57,13 @@ type Server struct {
 	ln       net.Listener
 	done     chan struct{}
 	err      error
+
+	// fresh holds the connections that have not sent a byte yet
+	// (http.StateNew), which Close closes at once: net/http's Shutdown
+	// waits up to 5 s for them to send a request.
+	mu      sync.Mutex
+	fresh   map[net.Conn]struct{}
+	closing bool
 }
 
 // NewServer returns a server for h with the timeouts of cfg. It does not
@@ -82,10 +90,11 @@ func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
 	if maxHeader <= 0 {
 		maxHeader = DefaultMaxHeaderBytes
 	}
-	return &Server{
+	s := &Server{
 		name:     name,
 		log:      logger,
 		maxConns: cfg.MaxConns,
+		fresh:    make(map[net.Conn]struct{}),
 		srv: &http.Server{
 			Addr:              cfg.Addr,
 			Handler:           h,
@@ -96,6 +105,37 @@ func NewServer(cfg ServerConfig, h http.Handler, logger *slog.Logger) *Server {
 			MaxHeaderBytes:    maxHeader,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
+	}
+	s.srv.ConnState = s.connState
+	return s
+}
+
+// connState keeps track of the connections that have not sent a byte yet,
+// and closes a new one at once while the server is closing.
+func (s *Server) connState(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state != http.StateNew {
+		delete(s.fresh, c)
+		return
+	}
+	if s.closing {
+		c.Close()
+		return
+	}
+	s.fresh[c] = struct{}{}
+}
+
+// closeFresh closes the connections that have not sent a byte of a
+// request: nothing of theirs is in flight, and a client that sends on one
+// later sees it closed and retries, as after any restart.
+func (s *Server) closeFresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for c := range s.fresh {
+		c.Close()
+		delete(s.fresh, c)
 	}
 }
 
@@ -151,6 +191,9 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.done == nil {
 		return nil
 	}
+	// Shutdown counts a connection that has not sent a request yet as
+	// busy for its first 5 s; such a connection has nothing to answer.
+	s.closeFresh()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		err = errors.Join(fmt.Errorf("shut down %s listener: %w", s.name, err), s.srv.Close())

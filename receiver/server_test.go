@@ -194,6 +194,42 @@ func TestServer_Close(t *testing.T) {
 	}
 }
 
+// TestServer_CloseDoesNotWaitForSilentConnections: a connection that has
+// not sent a byte holds nothing to answer. net/http's Shutdown counts such
+// a connection as busy for its first 5 s, which held a replicated leader's
+// shutdown, and with it the lease's release, that long. Close closes it at
+// once, and an idle connection of the same client after its request too.
+func TestServer_CloseDoesNotWaitForSilentConnections(t *testing.T) {
+	f := newFixture(t, receiver.Config{})
+	srv := receiver.NewServer(receiver.ServerConfig{Addr: "127.0.0.1:0"}, f.handler, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// A request on another connection makes sure the server has
+	// accepted the silent one (accepts are in order) before Close.
+	resp, err := http.Get("http://" + srv.Addr() + "/nothing-here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	// Well under net/http's 5 s for a silent connection.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("close with a connection that sent nothing: %v", err)
+	}
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the silent connection is still open (read %d bytes)", n)
+	}
+}
+
 // TestServer_StartOn: a listener the caller bound is served as it is (the
 // configured address is not bound), and Close closes it.
 func TestServer_StartOn(t *testing.T) {
