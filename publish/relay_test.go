@@ -613,12 +613,17 @@ func TestRelay_SetAsideFailureHoldsTheCursor(t *testing.T) {
 func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
 	_, js := connectJS(t, e.ClientURL())
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
-		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 8 << 10, AllowAtomicPublish: true,
-		Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
+	// limitStream creates the stream, or changes its largest message.
+	limitStream := func(maxMsgSize int32) {
+		t.Helper()
+		if _, err := js.CreateOrUpdateStream(t.Context(), jetstream.StreamConfig{
+			Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: maxMsgSize, AllowAtomicPublish: true,
+			Duplicates: time.Minute,
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	limitStream(8 << 10)
 	st, path := openStore(t, store.Options{})
 	big := newTestOrder("big", 0)
 	big.extra = strings.Repeat("x", 10<<10)
@@ -637,12 +642,7 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	// The stream's limit shrinks while the relay runs, unknown to it: the
 	// batch holding the event now too large is refused as a whole, and
 	// the relay falls back to one by one rather than retrying it for ever.
-	if _, err := js.UpdateStream(t.Context(), jetstream.StreamConfig{
-		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 4 << 10, AllowAtomicPublish: true,
-		Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	limitStream(4 << 10)
 	big2 := newTestOrder("big2", 0)
 	big2.extra = strings.Repeat("y", 6<<10)
 	for i := range 20 {
@@ -658,12 +658,7 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	// The limit is raised and the README's command queues both set-aside
 	// events anew, behind the relay's cursor: the running relay sends
 	// them, once each.
-	if _, err := js.UpdateStream(t.Context(), jetstream.StreamConfig{
-		Name: "ORDERD", Subjects: []string{"orderd.>"}, MaxMsgSize: 64 << 10, AllowAtomicPublish: true,
-		Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	limitStream(64 << 10)
 	resendSetAside(t, path)
 	waitFor(t, 10*time.Second, "the two set-aside events sent again", func() bool { return streamCount(t, js, "ORDERD") == 84 })
 	var resent []string

@@ -92,16 +92,9 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 	_, stateErr := os.Stat(stateFile)
 	orphanDB := dbErr == nil && errors.Is(stateErr, fs.ErrNotExist)
 
-	opts := providertest.Options{
-		Listen:            sandboxProvider,
-		WebhookBaseDelay:  500 * time.Millisecond,
-		MaxWebhookDelay:   10 * time.Second,
-		DuplicateWebhooks: 0.3,
-		OutOfOrder:        true,
-		InitialBalances:   map[string]string{"brl": "10000.00", "mxn": "50000.00"},
-		ControlAPI:        true,
-		StateFile:         stateFile,
-	}
+	opts := sandboxProviderOptions()
+	opts.Listen = sandboxProvider
+	opts.StateFile = stateFile
 	fake, err := providertest.Start(opts)
 	if err != nil && isAddrInUse(err) {
 		opts.Listen = anyLoopbackPort
@@ -463,4 +456,18 @@ func (g *demoTraffic) post(ctx context.Context, path string, body any) (int, err
 		return resp.StatusCode, errors.New(path + ": " + resp.Status + ": " + strings.TrimSpace(string(msg)))
 	}
 	return resp.StatusCode, nil
+}
+
+// sandboxProviderOptions is the fake provider both sandboxes run: webhooks
+// late, repeated and out of order, as the real one may send them, with
+// balances to reconcile and the control API for the demo.
+func sandboxProviderOptions() providertest.Options {
+	return providertest.Options{
+		WebhookBaseDelay:  500 * time.Millisecond,
+		MaxWebhookDelay:   10 * time.Second,
+		DuplicateWebhooks: 0.3,
+		OutOfOrder:        true,
+		InitialBalances:   map[string]string{"brl": "10000.00", "mxn": "50000.00"},
+		ControlAPI:        true,
+	}
 }

@@ -123,14 +123,7 @@ func runSandboxCluster(ctx context.Context, e *env, dir string, demo bool, every
 	}
 	s := &clusterSandbox{exe: exe, root: root, log: lg.Logger, stdout: e.Stdout, stderr: e.Stderr}
 
-	fake, err := providertest.Start(providertest.Options{
-		WebhookBaseDelay:  500 * time.Millisecond,
-		MaxWebhookDelay:   10 * time.Second,
-		DuplicateWebhooks: 0.3,
-		OutOfOrder:        true,
-		InitialBalances:   map[string]string{"brl": "10000.00", "mxn": "50000.00"},
-		ControlAPI:        true,
-	})
+	fake, err := providertest.Start(sandboxProviderOptions())
 	if err != nil {
 		return fmt.Errorf("fake provider: %w", err)
 	}

@@ -219,6 +219,21 @@ type loadGen struct {
 	skipped int
 }
 
+// start runs the generator in the background until the stop it returns is
+// called or the test ends; stop waits for the generator to return, and a
+// second call returns at once.
+func (g *loadGen) start() (stop func()) {
+	ctx, cancel := context.WithCancel(g.t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.run(ctx)
+	}()
+	stop = func() { cancel(); <-done }
+	g.t.Cleanup(stop)
+	return stop
+}
+
 // run generates load until ctx ends or max ticks were taken.
 func (g *loadGen) run(ctx context.Context) {
 	jobs := make(chan int)
@@ -499,6 +514,17 @@ func waitDrained(t *testing.T, dbPath, natsURL string, timeout time.Duration) in
 			timeout, pending, total, inStream, err)
 	}
 	return total
+}
+
+// hasEvent reports whether byOrder (checkStreamUnique's result) holds an
+// event of the order moid for the given state.
+func hasEvent(byOrder map[string][]event, moid, state string) bool {
+	for _, ev := range byOrder[moid] {
+		if ev.Type == "order."+state {
+			return true
+		}
+	}
+	return false
 }
 
 // checkStreamUnique fails the test for any event id that appears twice, a

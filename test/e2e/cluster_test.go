@@ -292,11 +292,7 @@ func checkAcked(t *testing.T, gen *loadGen, byOrder map[string][]event) (acked, 
 			continue
 		}
 		acked++
-		found := false
-		for _, ev := range byOrder[s.moid] {
-			found = found || ev.Type == "order."+s.state
-		}
-		if !found {
+		if !hasEvent(byOrder, s.moid, s.state) {
 			missing++
 			if missing <= 10 {
 				t.Errorf("acked %s of order %s has no event in the stream", s.state, s.moid)
@@ -357,13 +353,7 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 
 	gen := &loadGen{t: t, c: newBalancedClient(t, urls...), s: c.signer, ns: rng.Uint32(),
 		rate: 100, workers: 32, max: 100 * 120, repeatEvery: 10, statuses: []string{"processing", "completed"}}
-	ctx, stopLoad := context.WithCancel(t.Context())
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		gen.run(ctx)
-	}()
-	t.Cleanup(func() { stopLoad(); <-loadDone })
+	stopLoad := gen.start()
 
 	// The third NATS node comes back under load.
 	time.Sleep(time.Second)
@@ -405,7 +395,6 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	c.startNATS(n)
 	time.Sleep(time.Second)
 	stopLoad()
-	<-loadDone
 	loadEnd := time.Now()
 
 	for _, od := range c.ods {
@@ -490,13 +479,7 @@ func TestCluster_DeposedLeader(t *testing.T) {
 	// Orders stuck in processing: the leader polls them at the full rate.
 	gen := &loadGen{t: t, c: newWebhookClient(t, other.webhooks), s: c.signer, ns: rng.Uint32(),
 		rate: 50, workers: 8, max: 50 * 60, statuses: []string{"processing"}}
-	ctx, stopLoad := context.WithCancel(t.Context())
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		gen.run(ctx)
-	}()
-	t.Cleanup(func() { stopLoad(); <-loadDone })
+	stopLoad := gen.start()
 	time.Sleep(3 * time.Second)
 
 	paused := time.Now()
@@ -522,7 +505,6 @@ func TestCluster_DeposedLeader(t *testing.T) {
 	time.Sleep(3 * leaseTTL)
 	c.leader(4 * leaseTTL)
 	stopLoad()
-	<-loadDone
 
 	total := c.waitPublished(60 * time.Second)
 	events := readStream(t, c.natsURL())

@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -32,13 +31,7 @@ func TestOrderd_KillUnderLoad(t *testing.T) {
 
 	gen := &loadGen{t: t, c: newWebhookClient(t, e.od.webhooks), s: e.signer, ns: rng.Uint32(),
 		rate: rate, workers: 24, max: rate * 120, repeatEvery: 10, statuses: []string{"processing", "completed"}}
-	ctx, stopLoad := context.WithCancel(t.Context())
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		gen.run(ctx)
-	}()
-	t.Cleanup(func() { stopLoad(); <-loadDone })
+	stopLoad := gen.start()
 
 	began := time.Now()
 	serving := 0 // kills that hit a daemon answering /healthz
@@ -65,7 +58,6 @@ func TestOrderd_KillUnderLoad(t *testing.T) {
 		e.od.start()
 	}
 	stopLoad()
-	<-loadDone
 	loadTime := time.Since(began)
 
 	log, skipped := gen.results()
@@ -142,11 +134,7 @@ func TestOrderd_KillUnderLoad(t *testing.T) {
 		if s.repeat || s.ans.status != http.StatusOK {
 			continue
 		}
-		found := false
-		for _, ev := range byOrder[s.moid] {
-			found = found || ev.Type == "order."+s.state
-		}
-		if !found {
+		if !hasEvent(byOrder, s.moid, s.state) {
 			missingEvents++
 			if missingEvents <= 10 {
 				t.Errorf("acked %s of order %s has no event in the stream", s.state, s.moid)

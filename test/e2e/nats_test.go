@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,13 +47,7 @@ func TestNATS_KilledUnderLoad(t *testing.T) {
 
 	gen := &loadGen{t: t, c: newWebhookClient(t, e.od.webhooks), s: e.signer, ns: rng.Uint32(),
 		rate: 100, workers: 8, max: 100 * 60, statuses: []string{"processing", "completed"}}
-	ctx, stopLoad := context.WithCancel(t.Context())
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		gen.run(ctx)
-	}()
-	t.Cleanup(func() { stopLoad(); <-loadDone })
+	stopLoad := gen.start()
 
 	var outage time.Duration
 	for range 2 {
@@ -80,7 +73,6 @@ func TestNATS_KilledUnderLoad(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	stopLoad()
-	<-loadDone
 
 	total := waitDrained(t, e.od.dbPath, e.nats.URL(), 60*time.Second)
 	events := readStream(t, e.nats.URL())
