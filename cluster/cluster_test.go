@@ -183,8 +183,8 @@ func TestNode_Lease(t *testing.T) {
 	}
 	t.Logf("lease moved after %s (ttl %s)", time.Since(start).Round(time.Millisecond), ttl)
 	waitFor(t, ttl, "old leader's duties stopped", func() bool { return leader.leading.Load() == 0 })
-	if other.node.Status(t.Context()).Term <= st.Term {
-		t.Fatal("the new leader's term is not higher")
+	if now := other.node.Status(t.Context()); now.Leader != other.name || now.Term <= st.Term {
+		t.Fatalf("status on the new leader: %+v, want it named with a term above %d", now, st.Term)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -189,23 +190,34 @@ func (n *Node) renew(ctx context.Context) error {
 }
 
 // Holder returns the instance that holds the lease and its term, as the
-// bucket says; empty when none does.
+// bucket's stream leader says; empty when none does. It does not use the
+// bucket's direct get: any replica answers that, and a follower that has
+// not yet stored the newest write would name a lease that has already
+// moved.
 func (n *Node) Holder(ctx context.Context) (node string, term uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	e, err := n.kv.Get(ctx, leaseKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	js, err := n.js.Conn().JetStream()
+	if err != nil {
+		return "", 0, err
+	}
+	bucket := n.cfg.leaseBucket()
+	m, err := js.GetLastMsg("KV_"+bucket, "$KV."+bucket+"."+leaseKey, nats.Context(ctx))
+	if errors.Is(err, nats.ErrMsgNotFound) {
 		return "", 0, nil
 	}
 	if err != nil {
 		return "", 0, err
 	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return "", 0, nil
+	}
 	var v leaseValue
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
+	if err := json.Unmarshal(m.Data, &v); err != nil {
 		return "", 0, err
 	}
 	if v.Term == 0 {
-		v.Term = e.Revision()
+		v.Term = m.Sequence
 	}
 	return v.Node, v.Term, nil
 }
