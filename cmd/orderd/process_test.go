@@ -24,9 +24,18 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string // removed by TestMain once the tests are done
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // orderdBinary builds the real orderd binary once per test run.
 func orderdBinary(t *testing.T) string {
@@ -37,6 +46,7 @@ func orderdBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "orderd")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
