@@ -80,7 +80,8 @@ func (c *postponeCheckCmd) Apply(tx *store.Tx) (any, error) {
 	return nil, err
 }
 
-// watchPollCmd records the answer to a watched order's poll.
+// watchPollCmd records the answer to a watched order's poll. Its value
+// says whether the provider's order was refused as an identity conflict.
 type watchPollCmd struct {
 	W           store.DueWatch
 	Order       *provider.Order `json:",omitempty"`
@@ -97,34 +98,42 @@ func (c *watchPollCmd) Apply(tx *store.Tx) (any, error) {
 	w := c.W
 	if c.Err == "" {
 		obs := store.Observation{Source: store.SourcePoll, Order: c.Order, Raw: c.Raw, ObservedAt: c.Now}
-		if _, err := applyPolled(tx, obs); err != nil {
-			return nil, err
+		res, err := applyPolled(tx, obs)
+		if err != nil {
+			return false, err
+		}
+		if res.Outcome == outcomeConflict {
+			// Refused (an identity_conflict finding is open): keep
+			// watching with backoff.
+			return true, tx.PostponeWatch(w.MerchantOrderID, c.Next)
 		}
 		if _, err := tx.ResolveFinding(FindingWatchNotFound, w.MerchantOrderID); err != nil {
-			return nil, err
+			return false, err
 		}
-		return nil, tx.ResolveWatch(w.MerchantOrderID)
+		return false, tx.ResolveWatch(w.MerchantOrderID)
 	}
 	if err := tx.PostponeWatch(w.MerchantOrderID, c.Next); err != nil {
-		return nil, err
+		return false, err
 	}
 	if c.NotFound && w.Reason == store.WatchReasonUnverified && w.Attempts+1 >= unverifiedWatchPolls {
 		// Only an unverified webhook named this order and the provider
 		// does not know it: most likely a forgery. Stop polling it, so
 		// forged webhooks cannot pile up polls that use the rate limit.
-		return nil, tx.ResolveWatch(w.MerchantOrderID)
+		return false, tx.ResolveWatch(w.MerchantOrderID)
 	}
 	if !c.NotFound || c.Now.Sub(w.CreatedAt) < c.GiveUpAfter {
-		return nil, nil
+		return false, nil
 	}
 	_, _, err := tx.OpenFinding(FindingWatchNotFound, w.MerchantOrderID, watchDetail{
 		MerchantOrderID: w.MerchantOrderID, Reason: w.Reason, WatchedSince: w.CreatedAt,
 		CheckAttempts: w.Attempts + 1, GiveUpAfter: c.GiveUpAfter.String(),
 	})
-	return nil, err
+	return false, err
 }
 
-// postponeWatchCmd postpones a watch's next poll.
+// postponeWatchCmd postpones a watch's next poll. Nothing writes it any
+// more (watchPollCmd postpones a refused answer itself); it stays
+// registered for log entries written before.
 type postponeWatchCmd struct {
 	MerchantOrderID string
 	Next            time.Time

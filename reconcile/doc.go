@@ -32,7 +32,12 @@
 // poll and a webhook (amounts, currency, conflicting final statuses) are
 // found by the write path; a poll reporting an older status than a webhook
 // is found here. Either way a final status is never overwritten: the
-// conflict is a mismatch finding with both versions.
+// conflict is a mismatch finding with both versions. An answer that
+// contradicts a stored identity (the merchantOrderId under another
+// provider id, another type) is not applied at all: it opens an
+// identity_conflict finding with the provider's answer, the order or
+// watch backs off as after a failed call, and a later answer that applies
+// resolves the finding.
 //
 // # Rate and concurrency
 //

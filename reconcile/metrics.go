@@ -22,7 +22,7 @@ type Metrics struct {
 var findingKinds = []string{
 	store.FindingStuckOrder, store.FindingUnresolvedCreation, store.FindingMismatch,
 	store.FindingBalanceDrift, store.FindingQuarantinedWebhook, FindingWatchNotFound,
-	store.FindingAmountChanged, store.FindingEventNotPublished,
+	store.FindingAmountChanged, store.FindingEventNotPublished, store.FindingIdentityConflict,
 }
 
 // NewMetrics creates the collectors and registers them on reg (when not

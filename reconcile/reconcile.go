@@ -515,17 +515,35 @@ feed:
 // proves an order does not exist.
 func isNotFound(err error) bool { return provider.ErrorCode(err) == provider.CodeOrderNotFound }
 
+// outcomeConflict is applyPolled's outcome for an order the write path
+// refused because it contradicts a stored identity: nothing of it was
+// stored, and an identity_conflict finding was opened instead.
+const outcomeConflict store.Outcome = "conflict"
+
 // applyPolled applies one polled order inside tx and, when a poll
 // disagrees with what a webhook said about the status (reporting an older
 // status than the stored one), opens a mismatch finding with both
 // versions. Final-status conflicts and amount disagreements are found by
-// the write path itself.
+// the write path itself. An order that contradicts a stored identity is
+// not an error of the command: it opens an identity_conflict finding and
+// comes back as outcomeConflict, so the caller's bookkeeping (backoff,
+// the watch) still commits. An order that applies resolves its
+// merchantOrderId's identity_conflict finding, if one is open.
 func applyPolled(tx *store.Tx, obs store.Observation) (store.Result, error) {
 	res, err := tx.ApplyObservation(obs)
+	if errors.Is(err, store.ErrConflict) {
+		if _, err := tx.RecordIdentityConflict(obs, err.Error()); err != nil {
+			return store.Result{}, err
+		}
+		return store.Result{Outcome: outcomeConflict}, nil
+	}
 	if err != nil {
 		return res, err
 	}
 	o := obs.Order
+	if _, err := tx.ResolveFinding(store.FindingIdentityConflict, o.MerchantOrderID); err != nil {
+		return res, err
+	}
 	if res.Outcome != store.OutcomeStale || o.Status == res.Previous ||
 		(o.Status.IsFinal() && res.Previous.IsFinal()) {
 		return res, nil

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,9 +30,10 @@ const maxRequisitePages = 10_000
 // and the watch endpoint); those created through the gateway are also
 // picked up from its attempts at the start of each run.
 //
-// Counts: requisites, pages, orders, recovered, changed, errors.
+// Counts: requisites, pages, orders, recovered, changed, conflicts
+// (orders refused as identity conflicts, also counted in errors), errors.
 func (r *Reconciler) RunRequisites(ctx context.Context) (Summary, error) {
-	c := newCounts("requisites", "pages", "orders", "recovered", "changed", "errors")
+	c := newCounts("requisites", "pages", "orders", "recovered", "changed", "conflicts", "errors")
 	return r.record(ctx, JobRequisites, c, func(ctx context.Context, _ int64) error {
 		return r.requisites(ctx, c)
 	})
@@ -136,12 +136,14 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 				Obs: store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()},
 			})
 			switch {
-			case errors.Is(err, store.ErrConflict):
+			case err == nil && res.Outcome == outcomeConflict:
 				// The order collides with a stored one: nothing was
-				// stored; a retry would collide again, so the sweep goes
-				// on and the log tells a human.
+				// stored and an identity_conflict finding is open; a
+				// retry would collide again, so the sweep goes on.
 				c.add("errors", 1)
-				log.Warn("listed order conflicts with a stored order", "merchantOrderId", ro.Order.MerchantOrderID, "err", err)
+				c.add("conflicts", 1)
+				log.Warn("listed order conflicts with a stored order; identity_conflict finding open",
+					"order", ro.Order.ID, "merchantOrderId", ro.Order.MerchantOrderID)
 			case err != nil:
 				return fmt.Errorf("apply %s: %w", ro.Order.MerchantOrderID, err)
 			case res.Outcome == store.OutcomeNew:

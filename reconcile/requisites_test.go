@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,46 @@ func TestReconciler_RunRequisites_pages(t *testing.T) {
 	s := e.run(e.rec.RunRequisites)
 	if s.Counts["orders"] != n || s.Counts["recovered"] != n || s.Counts["pages"] != 3 {
 		t.Fatalf("counts = %v", s.Counts)
+	}
+}
+
+// A listed deposit whose merchantOrderId orderd holds under another order
+// id is refused with an identity_conflict finding; the sweep goes on with
+// the others.
+func TestReconciler_RunRequisites_conflictOpensFinding(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	req, _, err := e.client.CreateRequisite(t.Context(), provider.RequisiteRequest{
+		Client: provider.RequisiteClient{ID: "client-1"}, Currency: "mxn", MerchantOrderIDPrefix: "dep-",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: req.ID, Currency: "mxn", Source: store.RequisiteFromGateway}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	var deposits []*provider.Order
+	for _, amount := range []string{"100.00", "250.00"} {
+		o, err := e.fake.Deposit(req.ID, amount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deposits = append(deposits, o)
+		e.clock.Advance(time.Second)
+	}
+	raw, _ := e.fake.OrderJSON(deposits[0].MerchantOrderID)
+	e.apply(bytes.ReplaceAll(raw, []byte(deposits[0].ID), []byte("00000000-0000-4000-8000-000000000002")), store.SourceWebhook)
+	e.clock.Advance(time.Minute)
+
+	s := e.run(e.rec.RunRequisites)
+	if s.Counts["orders"] != 2 || s.Counts["conflicts"] != 1 || s.Counts["recovered"] != 1 {
+		t.Fatalf("counts = %v, want one conflict and one recovered", s.Counts)
+	}
+	fs := e.findings(store.FindingIdentityConflict, "open")
+	if len(fs) != 1 || fs[0].Key != deposits[0].MerchantOrderID || !strings.Contains(string(fs[0].Detail), deposits[0].ID) {
+		t.Fatalf("identity_conflict findings = %+v", fs)
+	}
+	if v := e.order(deposits[1].MerchantOrderID); v.LearnedVia != store.SourcePoll {
+		t.Fatalf("the other deposit learned via %s, want poll", v.LearnedVia)
 	}
 }

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,10 +24,11 @@ const FindingWatchNotFound = "watch_not_found"
 // fails) postpones the order with exponential backoff; an order unchanged
 // for GiveUpAfter gets a stuck_order finding, resolved once it is final.
 //
-// Counts: due, checked, changed, unchanged, errors, stuck_opened,
+// Counts: due, checked, changed, unchanged, errors, conflicts (answers
+// refused as identity conflicts, also counted in errors), stuck_opened,
 // stuck_resolved, mismatches, watches, watches_found, watches_missing.
 func (r *Reconciler) RunStale(ctx context.Context) (Summary, error) {
-	c := newCounts("due", "checked", "changed", "unchanged", "errors", "stuck_opened", "stuck_resolved",
+	c := newCounts("due", "checked", "changed", "unchanged", "errors", "conflicts", "stuck_opened", "stuck_resolved",
 		"mismatches", "watches", "watches_found", "watches_missing")
 	return r.record(ctx, JobStale, c, func(ctx context.Context, _ int64) error {
 		return r.stale(ctx, c)
@@ -186,12 +186,18 @@ func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duratio
 	if a.Err == "" && a.Order == nil {
 		return out, fmt.Errorf("poll of %s has neither an order nor an error", o.ProviderID)
 	}
-	if a.Err == "" && a.Order.ID != o.ProviderID {
-		return out, fmt.Errorf("provider answers with order id %s for merchantOrderId %s, stored as %s",
+	switch obs := (store.Observation{Source: store.SourcePoll, Order: a.Order, Raw: a.Raw, ObservedAt: now}); {
+	case a.Err != "":
+	case a.Order.ID != o.ProviderID:
+		// Asked by merchantOrderId, the provider answers with another
+		// order: nothing is applied, a person must look.
+		reason := fmt.Sprintf("provider answers with order id %s for merchantOrderId %s, stored as %s",
 			a.Order.ID, o.MerchantOrderID, o.ProviderID)
-	}
-	if a.Err == "" {
-		obs := store.Observation{Source: store.SourcePoll, Order: a.Order, Raw: a.Raw, ObservedAt: now}
+		if _, err := tx.RecordIdentityConflict(obs, reason); err != nil {
+			return out, err
+		}
+		out.Res.Outcome = outcomeConflict
+	default:
 		var err error
 		if out.Res, err = applyPolled(tx, obs); err != nil {
 			return out, err
@@ -224,6 +230,11 @@ func (r *Reconciler) countCheck(a pollAnswer, out checked, c *counts) {
 	case a.err != nil:
 		c.add("errors", 1)
 		r.log.Info("poll failed", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID, "err", a.err)
+	case out.Res.Outcome == outcomeConflict:
+		c.add("errors", 1)
+		c.add("conflicts", 1)
+		r.log.Warn("polled order conflicts with a stored order; identity_conflict finding open", "job", JobStale,
+			"order", o.ProviderID, "merchantOrderId", o.MerchantOrderID, "answered", a.order.ID)
 	case out.Res.Outcome == store.OutcomeChanged || out.Res.Outcome == store.OutcomeNew:
 		c.add("changed", 1)
 		r.log.Info("poll found a change", "job", JobStale, "order", o.ProviderID, "merchantOrderId", o.MerchantOrderID,
@@ -286,15 +297,16 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 	log := r.log.With("job", JobStale, "watch", w.MerchantOrderID, "reason", w.Reason)
 	now := r.now()
 	next := now.Add(r.backoff(w.Attempts))
-	_, err := r.store.Exec(ctx, &watchPollCmd{W: w, Order: order, Raw: raw, Err: errorText(callErr),
+	conflict, err := store.ExecAs[bool](ctx, r.store, &watchPollCmd{W: w, Order: order, Raw: raw, Err: errorText(callErr),
 		NotFound: isNotFound(callErr), Now: now, Next: next, GiveUpAfter: r.cfg.GiveUpAfter})
 	switch {
-	case errors.Is(err, store.ErrConflict):
+	case err == nil && conflict:
 		// The provider's order collides with a stored one; the store
-		// refused it. Keep watching with backoff for a human to see.
+		// refused it, the command opened an identity_conflict finding
+		// and keeps watching with backoff.
 		c.add("errors", 1)
-		log.Warn("watched order conflicts with a stored order", "err", err)
-		_, _ = r.store.Exec(ctx, &postponeWatchCmd{MerchantOrderID: w.MerchantOrderID, Next: next})
+		c.add("conflicts", 1)
+		log.Warn("watched order conflicts with a stored order; identity_conflict finding open", "answered", order.ID)
 	case err != nil:
 		c.add("errors", 1)
 		log.Warn("record watch poll", "err", err)

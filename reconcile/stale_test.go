@@ -1,9 +1,17 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,5 +356,127 @@ func TestReconciler_RunStale_oneBadAnswerDoesNotSinkOthers(t *testing.T) {
 		if v := e.order(mid); v.CheckAttempts != 1 {
 			t.Errorf("%s: check_attempts %d, want postponed once", mid, v.CheckAttempts)
 		}
+	}
+}
+
+// twistingClient is a provider client whose get-status answers carry
+// another order id than the provider's, while twist is set: a provider
+// answering for a merchantOrderId with the wrong order.
+func twistingClient(t *testing.T, e *env, realID, otherID string, twist *atomic.Bool) *provider.Client {
+	t.Helper()
+	target, err := url.Parse(e.fake.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if !twist.Load() || !strings.HasSuffix(r.Request.URL.Path, "get-status") {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		body = bytes.ReplaceAll(body, []byte(realID), []byte(otherID))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	client, err := provider.NewClient(provider.Options{BaseURL: srv.URL, APIKey: e.fake.APIKey(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// A poll answered with another order than the one stored for the
+// merchantOrderId changes nothing, opens an identity_conflict finding with
+// the provider's answer, and backs off; a later poll that applies cleanly
+// resolves it.
+func TestReconciler_RunStale_identityConflict(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	real := e.createAtFake("contested", "30.00", provider.TypePayin)
+	e.learn("contested", store.SourceGateway)
+	const otherID = "00000000-0000-4000-8000-000000000000"
+	var twist atomic.Bool
+	twist.Store(true)
+	rec := reconcile.New(e.cfg, e.st, twistingClient(t, e, real.ID, otherID, &twist), nil)
+	if err := e.fake.Complete("contested"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.clock.Advance(staleAfter + time.Second)
+	s := e.run(rec.RunStale)
+	if s.Counts["conflicts"] != 1 || s.Counts["errors"] != 1 || s.Counts["changed"] != 0 {
+		t.Fatalf("counts = %v, want one conflict", s.Counts)
+	}
+	if v := e.order("contested"); v.Status != provider.StatusProcessing || v.ProviderID != real.ID || v.CheckAttempts != 1 {
+		t.Fatalf("stored order = %s %s, %d checks; want it unchanged and postponed once", v.ProviderID, v.Status, v.CheckAttempts)
+	}
+	fs := e.findings(store.FindingIdentityConflict, "open")
+	if len(fs) != 1 || fs[0].Key != "contested" {
+		t.Fatalf("identity_conflict findings = %+v, want one about contested", fs)
+	}
+	var d store.IdentityConflict
+	if err := json.Unmarshal(fs[0].Detail, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.OrderID != otherID || d.Source != store.SourcePoll || d.Status != provider.StatusCompleted ||
+		!strings.Contains(d.Reason, real.ID) || !strings.Contains(string(d.Order), otherID) {
+		t.Errorf("finding detail = %+v", d)
+	}
+	if evs := e.eventsOf("reconcile.identity_conflict", ""); len(evs) != 1 {
+		t.Errorf("%d reconcile.identity_conflict events, want 1", len(evs))
+	}
+	if evs := e.eventsOf("order.completed", "contested"); len(evs) != 0 {
+		t.Errorf("the refused answer queued %d order.completed events", len(evs))
+	}
+
+	// The provider answers with the right order again.
+	twist.Store(false)
+	e.clock.Advance(time.Hour)
+	s = e.run(rec.RunStale)
+	if s.Counts["changed"] != 1 || s.Counts["conflicts"] != 0 {
+		t.Fatalf("counts = %v, want the order changed", s.Counts)
+	}
+	if v := e.order("contested"); v.Status != provider.StatusCompleted {
+		t.Fatalf("stored status %s, want completed", v.Status)
+	}
+	if open := e.findings(store.FindingIdentityConflict, "open"); len(open) != 0 {
+		t.Fatalf("identity_conflict still open: %+v", open)
+	}
+	if res := e.findings(store.FindingIdentityConflict, "resolved"); len(res) != 1 {
+		t.Fatalf("resolved identity_conflict findings = %+v, want 1", res)
+	}
+}
+
+// A watched order whose merchantOrderId orderd holds under another order
+// id is refused: an identity_conflict finding opens and the watch stays,
+// postponed, instead of being resolved.
+func TestReconciler_RunStale_watchedOrderConflicts(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	real := e.createAtFake("doubled", "12.00", provider.TypePayin)
+	raw, _ := e.fake.OrderJSON("doubled")
+	e.apply(bytes.ReplaceAll(raw, []byte(real.ID), []byte("00000000-0000-4000-8000-000000000001")), store.SourceGateway)
+	if err := e.st.MarkForPoll(t.Context(), "doubled", "check"); err != nil {
+		t.Fatal(err)
+	}
+
+	s := e.run(e.rec.RunStale)
+	if s.Counts["watches"] != 1 || s.Counts["conflicts"] != 1 || s.Counts["watches_found"] != 0 {
+		t.Fatalf("counts = %v, want the watch's answer refused", s.Counts)
+	}
+	fs := e.findings(store.FindingIdentityConflict, "open")
+	if len(fs) != 1 || fs[0].Key != "doubled" || !strings.Contains(string(fs[0].Detail), real.ID) {
+		t.Fatalf("identity_conflict findings = %+v", fs)
+	}
+	watches, err := e.st.DueWatches(t.Context(), e.clock.Now().Add(24*time.Hour), store.DueCursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(watches) != 1 || watches[0].MerchantOrderID != "doubled" || watches[0].Attempts != 1 {
+		t.Fatalf("watches = %+v, want doubled still watched, postponed once", watches)
 	}
 }

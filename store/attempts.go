@@ -297,9 +297,12 @@ func (c *finishAttemptCmd) apply(tx *Tx) (Attempt, error) {
 				return Attempt{}, err
 			}
 			// The provider created the order; that it contradicts a
-			// stored one is for a human, not a reason to lose the
-			// attempt's outcome.
+			// stored one is for a human (an identity_conflict finding),
+			// not a reason to lose the attempt's outcome.
 			detail = joinDetail(detail, err.Error())
+			if _, ferr := tx.RecordIdentityConflict(*out.Observation, err.Error()); ferr != nil {
+				return Attempt{}, ferr
+			}
 		}
 	}
 	if out.Watch != nil {

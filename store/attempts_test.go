@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +223,49 @@ func TestStore_FinishAttempt(t *testing.T) {
 		}
 		if len(evs) != 1 || evs[0].Type != "order.processing" || evs[0].LearnedVia != store.SourceGateway {
 			t.Errorf("events = %+v, want one order.processing learned via gateway", evs)
+		}
+	})
+	t.Run("a created order that contradicts a stored one keeps the outcome and opens a finding", func(t *testing.T) {
+		s := openAttemptStore(t, newClock())
+		// orderd already holds m1 under another provider id.
+		raw, o := createdPayin("m1")
+		other := bytes.Replace(raw, []byte(`"provider-m1"`), []byte(`"provider-other"`), 1)
+		otherOrder, err := provider.DecodeOrder(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(t.Context(), store.Observation{Source: store.SourcePoll, Order: otherOrder, Raw: other}); err != nil {
+			t.Fatal(err)
+		}
+		a, _, err := s.BeginAttempt(t.Context(), payinAttempt("m1", "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.FinishAttempt(t.Context(), a.ID, store.AttemptOutcome{State: store.AttemptCreated, Response: raw,
+			Observation: &store.Observation{Source: store.SourceGateway, Order: o, Raw: raw}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.AttemptCreated || !strings.Contains(got.Detail, "belongs to another order") {
+			t.Errorf("attempt = %s, detail %q", got.State, got.Detail)
+		}
+		if v, err := s.OrderByMerchantID(t.Context(), "m1"); err != nil || v.ProviderID != "provider-other" {
+			t.Fatalf("stored m1 = %+v (%v), want the order held before", v, err)
+		}
+		fs, err := s.FindingsPage(t.Context(), store.FindingQuery{Kind: store.FindingIdentityConflict, State: "open", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 || fs[0].Key != "m1" {
+			t.Fatalf("identity_conflict findings = %+v, want one about m1", fs)
+		}
+		var d store.IdentityConflict
+		if err := json.Unmarshal(fs[0].Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.OrderID != "provider-m1" || d.Source != store.SourceGateway || string(d.Order) != string(raw) ||
+			!strings.Contains(d.Reason, "belongs to another order") {
+			t.Errorf("finding detail = %+v", d)
 		}
 	})
 	t.Run("in doubt is due at once", func(t *testing.T) {

@@ -132,7 +132,48 @@ const (
 	// FindingEventNotPublished: an event could not be published as it is
 	// (too large for the NATS server or the stream) and was set aside.
 	FindingEventNotPublished = "event_not_published"
+	// FindingIdentityConflict: the provider answered a poll, a sweep or a
+	// creation with an order that contradicts a stored identity (its
+	// merchantOrderId is another order's, or its type differs). The state
+	// was not stored, so no event told the platform about it.
+	FindingIdentityConflict = "identity_conflict"
 )
+
+// IdentityConflict is the detail of an identity_conflict finding: what the
+// provider answered, why the store refused it, and where the answer came
+// from.
+type IdentityConflict struct {
+	Reason          string             `json:"reason"`
+	MerchantOrderID string             `json:"merchantOrderId"`
+	OrderID         string             `json:"orderId"`
+	Type            provider.OrderType `json:"type"`
+	Status          provider.Status    `json:"status"`
+	Source          Source             `json:"source"`
+	Order           json.RawMessage    `json:"order,omitempty"` // the provider's answer, as received
+}
+
+// RecordIdentityConflict opens the identity_conflict finding of obs's
+// merchantOrderId (or refreshes the open one) for a state the write path
+// refused: reason says why. Nothing of obs is stored; a person settles
+// which order the merchantOrderId is. Polls that apply cleanly later
+// resolve it (ResolveFinding).
+func (tx *Tx) RecordIdentityConflict(obs Observation, reason string) (opened bool, err error) {
+	o := obs.Order
+	if o == nil {
+		return false, errors.New("record identity conflict: no order")
+	}
+	d := IdentityConflict{Reason: reason, MerchantOrderID: o.MerchantOrderID, OrderID: o.ID,
+		Type: o.Type, Status: o.Status, Source: obs.Source}
+	if json.Valid(obs.Raw) {
+		d.Order = json.RawMessage(obs.Raw)
+	}
+	key := o.MerchantOrderID
+	if key == "" {
+		key = o.ID
+	}
+	_, opened, err = tx.OpenFinding(FindingIdentityConflict, key, d)
+	return opened, err
+}
 
 // OpenFinding opens a finding of kind about key (an order id or a
 // currency) unless one is already open; then it refreshes that one's
