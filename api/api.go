@@ -88,12 +88,18 @@ type AttemptStore interface {
 	UpsertRequisite(ctx context.Context, r store.Requisite) error
 }
 
+// OutboxAdmin queues set-aside events anew.
+type OutboxAdmin interface {
+	RequeueSetAside(ctx context.Context) (int64, error)
+}
+
 // Store is everything the API needs from the store; *store.Store has it.
 type Store interface {
 	Readiness
 	OrderReader
 	FindingReader
 	AttemptStore
+	OutboxAdmin
 }
 
 // Provider is the provider's create endpoints; *provider.Client has them.

@@ -35,6 +35,7 @@ func TestAPI_auth(t *testing.T) {
 		{"scheme in lower case", "GET", "/v1/orders/x", "bearer " + testToken, 404},
 		{"gateway without token", "POST", "/v1/payins", "-", 401},
 		{"watch without token", "POST", "/v1/watch", "-", 401},
+		{"resend without token", "POST", "/v1/outbox/resend", "-", 401},
 		{"listing without token", "GET", "/v1/attempts?state=in_doubt", "-", 401},
 		{"openapi without token", "GET", "/v1/openapi.json", "-", 401},
 		{"healthz is public", "GET", "/healthz", "-", 200},
@@ -428,6 +429,54 @@ func TestAPI_listFindings(t *testing.T) {
 	wantStatus(t, r, http.StatusBadRequest)
 	if r.json(t)["field"] != "state" {
 		t.Errorf("answer = %s", r.body)
+	}
+}
+
+// POST /v1/outbox/resend queues the set-aside events anew and says how
+// many; with none set aside it changes nothing.
+func TestAPI_outboxResend(t *testing.T) {
+	e := newEnv(t, setup{})
+	r := e.post("/v1/outbox/resend", "")
+	wantStatus(t, r, http.StatusOK)
+	if got := r.json(t)["requeued"]; got != float64(0) {
+		t.Fatalf("requeued = %v with nothing set aside, want 0", got)
+	}
+	evs, err := e.store.PendingEvents(t.Context(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("%d events queued by a resend of nothing", len(evs))
+	}
+	err = e.store.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.InsertEvent(store.OutboxEvent{ID: "ev-1", Type: "reconcile.test", Subject: "orderd.reconcile.test",
+			EventSubject: "k", Data: []byte(`{}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err = e.store.PendingEvents(t.Context(), 0, 10); err != nil || len(evs) != 1 {
+		t.Fatalf("pending: %d %v", len(evs), err)
+	}
+	if err := e.store.SetAsideEvent(t.Context(), store.SetAside{Seq: evs[0].Seq, ID: "ev-1", EventSubject: "k", Reason: "too large"}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.post("/v1/outbox/resend", "")
+	wantStatus(t, r, http.StatusOK)
+	if got := r.json(t)["requeued"]; got != float64(1) {
+		t.Fatalf("requeued = %v, want 1", got)
+	}
+	pending, err := e.store.PendingEvents(t.Context(), evs[0].Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, ev := range pending {
+		found = found || (ev.ID == "ev-1" && ev.Seq > evs[0].Seq)
+	}
+	if !found {
+		t.Fatalf("pending after resend = %+v, want ev-1 queued again", pending)
 	}
 }
 

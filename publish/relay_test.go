@@ -3,12 +3,9 @@ package publish_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"net"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -624,7 +621,7 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 		}
 	}
 	limitStream(8 << 10)
-	st, path := openStore(t, store.Options{})
+	st, _ := openStore(t, store.Options{})
 	big := newTestOrder("big", 0)
 	big.extra = strings.Repeat("x", 10<<10)
 	for i := range 20 {
@@ -655,14 +652,16 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	waitFor(t, 10*time.Second, "40 more order events and the finding's", func() bool { return streamCount(t, js, "ORDERD") == 82 })
 	checkSetAside(t, st, big2.id, "message size exceeds maximum", 0)
 
-	// The limit is raised and the README's command queues both set-aside
-	// events anew, behind the relay's cursor: the running relay sends
-	// them, once each.
+	// The limit is raised and both set-aside events are queued anew
+	// (POST /v1/outbox/resend), past the relay's cursor: the running relay
+	// sends them, once each, then the events of their findings' resolution.
 	limitStream(64 << 10)
-	resendSetAside(t, path)
-	waitFor(t, 10*time.Second, "the two set-aside events sent again", func() bool { return streamCount(t, js, "ORDERD") == 84 })
+	if n, err := st.RequeueSetAside(t.Context()); err != nil || n != 2 {
+		t.Fatalf("requeue: %d %v, want 2", n, err)
+	}
+	waitFor(t, 10*time.Second, "the two set-aside events sent again", func() bool { return streamCount(t, js, "ORDERD") == 86 })
 	var resent []string
-	for _, msg := range streamMsgs(t, js, "ORDERD")[82:] {
+	for _, msg := range streamMsgs(t, js, "ORDERD")[82:84] {
 		var ev struct{ Subject string }
 		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
 			t.Fatal(err)
@@ -675,37 +674,6 @@ func TestRelay_SetsAsideEventTooLargeForStream(t *testing.T) {
 	waitFor(t, 5*time.Second, "an empty backlog", func() bool { return backlog(t, st) == 0 })
 	if n := countRows(t, st, `SELECT count(*) FROM outbox WHERE set_aside IS NOT NULL`); n != 0 {
 		t.Errorf("%d rows still set aside", n)
-	}
-}
-
-// resendSetAside runs the README's command that queues set-aside events
-// anew on the database at path, as an operator would with sqlite3 while
-// orderd runs.
-func resendSetAside(t *testing.T, path string) {
-	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`sqlite3 orderd\.db "(BEGIN IMMEDIATE; CREATE TEMP TABLE resend [^"]+)"`).FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README.md has no command that queues set-aside events anew")
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "PRAGMA busy_timeout = 5000"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(t.Context(), string(m[1])); err != nil {
-		t.Fatalf("the README's command: %v", err)
 	}
 }
 

@@ -242,7 +242,7 @@ func init() {
 		&observeCmd{}, &quarantineCmd{}, &watchCmd{},
 		&beginAttemptCmd{}, &finishAttemptCmd{}, recoverPendingCmd{}, &settleCreatedCmd{},
 		&settleNotCreatedCmd{}, &postponeAttemptCmd{},
-		&markPublishedCmd{}, &advanceOutboxCmd{}, &pruneOutboxCmd{}, &setAsideCmd{},
+		&markPublishedCmd{}, &advanceOutboxCmd{}, &pruneOutboxCmd{}, &setAsideCmd{}, &requeueSetAsideCmd{},
 		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
 		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
 		&OpenFindingCmd{}, &ResolveFindingsCmd{}, NoopCmd{},

@@ -222,9 +222,18 @@ func randomWrite(ctx context.Context, s *store.Store, rng *rand.Rand, w, i int, 
 	case k < 19:
 		_, err := s.UpdateLedger(ctx, 7)
 		return err
-	default: // the relay's marks and pruning
+	default: // the relay's marks, set-asides and pruning, and re-queues
 		evs, err := s.PendingEvents(ctx, 0, 5)
 		if err != nil || len(evs) == 0 {
+			return err
+		}
+		switch rng.IntN(6) {
+		case 0:
+			ev := evs[0]
+			return s.SetAsideEvent(ctx, store.SetAside{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Subject: ev.Subject,
+				EventSubject: ev.EventSubject, Reason: "too large"})
+		case 1:
+			_, err := s.RequeueSetAside(ctx)
 			return err
 		}
 		if err := s.MarkPublishedThrough(ctx, evs[len(evs)-1].Seq); err != nil {
@@ -295,6 +304,9 @@ func TestApplyLog_deterministic(t *testing.T) {
 			}
 			if orders := count(t, s, `SELECT count(*) FROM orders`); orders < 50 {
 				t.Fatalf("workload stored only %d orders", orders)
+			}
+			if n := count(t, s, `SELECT count(*) FROM findings WHERE kind = 'event_not_published' AND resolved_at IS NOT NULL`); n == 0 {
+				t.Fatal("the workload re-queued no set-aside event")
 			}
 			grouped := 0
 			for _, b := range log.entries {

@@ -241,6 +241,68 @@ func (c *setAsideCmd) Apply(tx *Tx) (any, error) {
 	return nil, nil
 }
 
+// RequeueSetAside queues every event set aside (SetAsideEvent) anew at the
+// end of the outbox, in the order they were first queued, and resolves
+// their event_not_published findings; it returns how many it queued. Meant
+// for after the limit that stopped them was raised: the relay publishes
+// them behind the events queued so far, and an event that still cannot be
+// published is set aside again, with a new finding. In replicated mode it
+// is one command of the log, so every instance moves the same events.
+func (s *Store) RequeueSetAside(ctx context.Context) (int64, error) {
+	return ExecAs[int64](ctx, s, &requeueSetAsideCmd{})
+}
+
+// requeueSetAsideCmd is RequeueSetAside's command. The events keep their
+// rows and ids; their seq moves past the largest one (AUTOINCREMENT never
+// hands out a seq at or below the table's largest, so no later event can
+// take an old place) and they count as queued now.
+type requeueSetAsideCmd struct{}
+
+func (*requeueSetAsideCmd) Kind() string { return "outbox.requeue_set_aside" }
+
+func (c *requeueSetAsideCmd) Apply(tx *Tx) (any, error) {
+	rows, err := tx.Query(`SELECT DISTINCT coalesce(nullif(event_subject, ''), event_id) FROM outbox
+		WHERE set_aside IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("requeue set-aside events: %w", err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("requeue set-aside events: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("requeue set-aside events: %w", err)
+	}
+	if len(keys) == 0 {
+		return int64(0), nil
+	}
+	// One offset for all keeps their order; every new seq is above the
+	// largest, so none collides with a row still in place.
+	res, err := tx.Exec(`UPDATE outbox
+		SET seq = seq + (SELECT max(seq) FROM outbox) - (SELECT min(seq) FROM outbox WHERE set_aside IS NOT NULL) + 1,
+			published_at = NULL, set_aside = NULL, created_at = ?
+		WHERE set_aside IS NOT NULL`, tx.Now().UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("requeue set-aside events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("requeue set-aside events: %w", err)
+	}
+	for _, k := range keys {
+		if _, err := tx.ResolveFinding(FindingEventNotPublished, k); err != nil {
+			return nil, fmt.Errorf("requeue set-aside events: %w", err)
+		}
+	}
+	tx.events += int(n)
+	return n, nil
+}
+
 // pruneOutboxCmd is one chunk of PruneOutbox: of the next Limit published
 // events in seq order (the set-aside ones passed over), those queued before
 // Before. Events are queued in seq order, so once a chunk meets one queued
