@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +27,7 @@ var findingKinds = []string{
 // NewMetrics creates the collectors and registers them on reg (when not
 // nil):
 //
-//	orderd_reconcile_runs_total{job,result}    runs by job and result (ok, error)
+//	orderd_reconcile_runs_total{job,result}    runs by job and result (ok, partial, error)
 //	orderd_reconcile_run_seconds{job}          run durations
 //	orderd_reconcile_findings_open{kind}       open findings, refreshed after each run
 //	orderd_requisite_orders_recovered_total    orders the requisite sweep found that no webhook brought
@@ -58,16 +57,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observeRun(job string, err error, d time.Duration) {
+// observeRun counts a finished run by its result: ok, partial (it
+// finished, but some items failed and wait for their backoff) or error.
+func (m *Metrics) observeRun(s Summary) {
 	if m == nil {
 		return
 	}
-	result := "ok"
-	if err != nil {
+	result := s.Result()
+	if result == ResultFailed {
 		result = "error"
 	}
-	m.runs.WithLabelValues(job, result).Inc()
-	m.runSeconds.WithLabelValues(job).Observe(d.Seconds())
+	m.runs.WithLabelValues(s.Job, result).Inc()
+	m.runSeconds.WithLabelValues(s.Job).Observe(s.Duration().Seconds())
 }
 
 func (m *Metrics) setFindings(open map[string]int) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"
 	"orderd/store"
@@ -32,6 +33,16 @@ func TestMetrics(t *testing.T) {
 	if _, err := e.rec.RunBalances(t.Context()); err == nil {
 		t.Fatal("balances run against a failing provider succeeded")
 	}
+	// A stale run whose one poll fails finishes, but partially.
+	e.createAtFake("polled", "5.00", provider.TypePayin)
+	e.learn("polled", store.SourceGateway)
+	e.clock.Advance(staleAfter + time.Second)
+	if err := e.fake.InjectFault(providertest.Fault{Endpoint: providertest.PathGetStatus, Kind: providertest.FailBefore}); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.run(e.rec.RunStale); s.Result() != reconcile.ResultPartial {
+		t.Fatalf("stale run with a failed poll: %s, want partial", s.Result())
+	}
 
 	checks := []struct {
 		name   string
@@ -39,6 +50,7 @@ func TestMetrics(t *testing.T) {
 		want   float64
 	}{
 		{"orderd_reconcile_runs_total", map[string]string{"job": "stale", "result": "ok"}, 1},
+		{"orderd_reconcile_runs_total", map[string]string{"job": "stale", "result": "partial"}, 1},
 		{"orderd_reconcile_runs_total", map[string]string{"job": "balances", "result": "ok"}, 2},
 		{"orderd_reconcile_runs_total", map[string]string{"job": "balances", "result": "error"}, 1},
 		{"orderd_reconcile_run_seconds", map[string]string{"job": "balances"}, 3},

@@ -385,7 +385,7 @@ func (r *Reconciler) record(ctx context.Context, job string, c *counts, fn func(
 		s.FinishedAt = r.now().UTC()
 		s.Error = err.Error()
 		s.Counts = c.snapshot()
-		r.metrics.observeRun(job, err, s.Duration())
+		r.metrics.observeRun(s)
 		return s, fmt.Errorf("%s: %w", job, err)
 	}
 	s.RunID = id
@@ -403,7 +403,7 @@ func (r *Reconciler) record(ctx context.Context, job string, c *counts, fn func(
 	if err := r.store.FinishReconcileRun(fctx, id, s.FinishedAt, s.Counts, s.Error); err != nil {
 		log.Warn("record reconcile run", "run", id, "err", err)
 	}
-	r.metrics.observeRun(job, runErr, s.Duration())
+	r.metrics.observeRun(s)
 	r.refreshFindings(fctx)
 	if runErr != nil {
 		log.Warn("reconcile run failed", "run", id, "elapsed", s.Duration(), "counts", s.Counts, "err", runErr)
