@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"orderd/store"
