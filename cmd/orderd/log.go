@@ -61,7 +61,11 @@ func newLogging(cfg LogConfig, w io.Writer, getenv func(string) string) (*loggin
 		core = zapcore.NewCore(enc, ws, atom)
 	}
 	return &logging{
-		Logger: slog.New(zapslog.NewHandler(core)),
+		// No stack traces: an error line here is a condition to act on
+		// (a store that cannot commit, a quarantined body), logged from
+		// one known place, and journald would show the trace as many
+		// lines. Panics still print theirs.
+		Logger: slog.New(zapslog.NewHandler(core, zapslog.AddStacktraceAt(slog.LevelError+100))),
 		level:  atom,
 		core:   core,
 	}, nil

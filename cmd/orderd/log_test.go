@@ -48,6 +48,11 @@ func TestNewLogging(t *testing.T) {
 				if !strings.Contains(lines[2], `"level":"error"`) || !strings.Contains(lines[2], `"error":"disk full"`) {
 					t.Errorf("error line: %s", lines[2])
 				}
+				// An error is a condition to act on, not a crash: no stack
+				// trace of the logging call.
+				if strings.Contains(lines[2], "stacktrace") {
+					t.Errorf("error line carries a stack trace: %s", lines[2])
+				}
 			},
 		},
 		{
