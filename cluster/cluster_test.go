@@ -251,7 +251,8 @@ func TestNode_NoQuorum(t *testing.T) {
 }
 
 // TestNew_refusesMismatch: an instance with another lease TTL than the
-// bucket's, or a database ahead of the log, does not start.
+// bucket's, a database written in single-node mode, or a database ahead
+// of the log, does not start.
 func TestNew_refusesMismatch(t *testing.T) {
 	nc := startNATS(t)
 	startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
@@ -268,6 +269,19 @@ func TestNew_refusesMismatch(t *testing.T) {
 	if _, err := cluster.New(t.Context(), conn, st, cluster.Config{Node: "b", LeaseTTL: 5 * time.Second}); err == nil ||
 		!strings.Contains(err.Error(), "lease_ttl") {
 		t.Fatalf("another lease TTL: %v, want an error naming cluster.lease_ttl", err)
+	}
+	// A database written in single-node mode: records, no log entry.
+	single, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer single.Close(context.Background())
+	if _, err := single.Exec(t.Context(), openFinding("single-node")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.New(t.Context(), conn, single, cluster.Config{Node: "b", LeaseTTL: 3 * time.Second}); err == nil ||
+		!strings.Contains(err.Error(), "single-node mode") {
+		t.Fatalf("a single-node database: %v, want it refused", err)
 	}
 	// A database that has applied entries this log never had.
 	ops := []store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}

@@ -87,6 +87,21 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err := n.checkAssets(ctx, seq); err != nil {
 		return nil, err
 	}
+	if seq == 0 {
+		// A database with records that never applied an entry was
+		// written in single-node mode: applying the log on top of it
+		// would give this instance records no other instance has.
+		has, err := st.HasRecords(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		if has {
+			return nil, fmt.Errorf("cluster: the database at store.path holds records but has applied no entry of the log %s: "+
+				"it was written in single-node mode, and replicated mode does not import one (README, Running replicated); "+
+				"start this instance on an empty disk (move the file away with its -wal and -shm files), or run it in single-node mode",
+				n.cfg.LogStream)
+		}
+	}
 	n.applied.Store(seq)
 	n.m.applied.Set(float64(seq))
 	return n, nil

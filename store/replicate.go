@@ -168,6 +168,31 @@ var replicatedTables = []string{
 	"ledger_pending", "reconcile_state", "requisites",
 }
 
+// recordTables hold what orderd learned and did; a freshly migrated
+// database has no row in any of them (unlike outbox_cursor, which holds
+// its one row from the start).
+var recordTables = []string{
+	"orders", "deliveries", "order_history", "outbox", "quarantine", "findings", "watches",
+	"attempts", "reconcile_runs", "balance_snapshots", "requisites",
+}
+
+// HasRecords reports whether the database holds any record: an order, a
+// delivery, an event, an attempt, a finding, a reconcile run. With
+// AppliedSeq 0 that makes it a single-node database, which replicated mode
+// must not start on: the other instances would never have its records.
+func (s *Store) HasRecords(ctx context.Context) (bool, error) {
+	for _, t := range recordTables {
+		var found bool
+		if err := s.rdb.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM "+t+")").Scan(&found); err != nil {
+			return false, fmt.Errorf("records in %s: %w", t, err)
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Digest returns a SHA-256 over every row of the replicated tables, read
 // in one consistent snapshot, with the applied log sequence it belongs to.
 // Two databases that applied the same log have equal digests.
