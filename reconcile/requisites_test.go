@@ -18,26 +18,7 @@ func TestReconciler_RunRequisites_recoversDepositsNoWebhookBrought(t *testing.T)
 	reg := prometheus.NewRegistry()
 	metrics := reconcile.NewMetrics(reg)
 	e := newEnv(t, envOptions{metrics: metrics})
-	// A requisite without a webhookUrl: its deposits are never announced.
-	req, _, err := e.client.CreateRequisite(t.Context(), provider.RequisiteRequest{
-		Client: provider.RequisiteClient{ID: "client-1"}, Currency: "mxn", MerchantOrderIDPrefix: "dep-",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: req.ID, Currency: "mxn", Source: store.RequisiteFromGateway}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(time.Minute)
-	var deposits []*provider.Order
-	for _, amount := range []string{"100.00", "250.00", "5.00"} {
-		o, err := e.fake.Deposit(req.ID, amount)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deposits = append(deposits, o)
-		e.clock.Advance(time.Second)
-	}
+	req, deposits := e.requisiteWithDeposits("100.00", "250.00", "5.00")
 	if err := e.fake.Complete(deposits[0].MerchantOrderID); err != nil {
 		t.Fatal(err)
 	}
@@ -122,25 +103,7 @@ func TestReconciler_RunRequisites_pages(t *testing.T) {
 // the others.
 func TestReconciler_RunRequisites_conflictOpensFinding(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	req, _, err := e.client.CreateRequisite(t.Context(), provider.RequisiteRequest{
-		Client: provider.RequisiteClient{ID: "client-1"}, Currency: "mxn", MerchantOrderIDPrefix: "dep-",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: req.ID, Currency: "mxn", Source: store.RequisiteFromGateway}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(time.Minute)
-	var deposits []*provider.Order
-	for _, amount := range []string{"100.00", "250.00"} {
-		o, err := e.fake.Deposit(req.ID, amount)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deposits = append(deposits, o)
-		e.clock.Advance(time.Second)
-	}
+	_, deposits := e.requisiteWithDeposits("100.00", "250.00")
 	raw, _ := e.fake.OrderJSON(deposits[0].MerchantOrderID)
 	e.apply(bytes.ReplaceAll(raw, []byte(deposits[0].ID), []byte("00000000-0000-4000-8000-000000000002")), store.SourceWebhook)
 	e.clock.Advance(time.Minute)
@@ -156,4 +119,31 @@ func TestReconciler_RunRequisites_conflictOpensFinding(t *testing.T) {
 	if v := e.order(deposits[1].MerchantOrderID); v.LearnedVia != store.SourcePoll {
 		t.Fatalf("the other deposit learned via %s, want poll", v.LearnedVia)
 	}
+}
+
+// requisiteWithDeposits creates a deposit requisite without a webhookUrl
+// (its deposits are never announced), registers it for the sweep as the
+// gateway would, and makes a deposit of each amount a second apart.
+func (e *env) requisiteWithDeposits(amounts ...string) (*provider.Requisite, []*provider.Order) {
+	e.t.Helper()
+	req, _, err := e.client.CreateRequisite(e.t.Context(), provider.RequisiteRequest{
+		Client: provider.RequisiteClient{ID: "client-1"}, Currency: "mxn", MerchantOrderIDPrefix: "dep-",
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.st.UpsertRequisite(e.t.Context(), store.Requisite{ID: req.ID, Currency: "mxn", Source: store.RequisiteFromGateway}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	var deposits []*provider.Order
+	for _, amount := range amounts {
+		o, err := e.fake.Deposit(req.ID, amount)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		deposits = append(deposits, o)
+		e.clock.Advance(time.Second)
+	}
+	return req, deposits
 }
