@@ -13,21 +13,42 @@ import (
 // the backoff computed before — so that in replicated mode every instance
 // applies it alike. Their Apply methods are the reconciler's rules run
 // inside the store's transaction.
+//
+// A kind's rules never change under it: a log may hold entries that an
+// instance on an older orderd applies too. When the rules of a command
+// change, its new entries get a new kind (".2"), which an older instance
+// cannot decode, so it stops its applier instead of applying them
+// otherwise; entries of the old kind keep applying as they did (legacy).
+// The ".2" kinds of applyPolledCmd, recordChecksCmd and watchPollCmd open
+// an identity_conflict finding where the old ones failed the command.
 func init() {
-	store.RegisterCommand((&applyPolledCmd{}).Kind(), func() store.Command { return &applyPolledCmd{} })
-	store.RegisterCommand((&recordChecksCmd{}).Kind(), func() store.Command { return &recordChecksCmd{} })
+	for _, legacy := range []bool{false, true} {
+		store.RegisterCommand((&applyPolledCmd{legacy: legacy}).Kind(), func() store.Command { return &applyPolledCmd{legacy: legacy} })
+		store.RegisterCommand((&recordChecksCmd{legacy: legacy}).Kind(), func() store.Command { return &recordChecksCmd{legacy: legacy} })
+		store.RegisterCommand((&watchPollCmd{legacy: legacy}).Kind(), func() store.Command { return &watchPollCmd{legacy: legacy} })
+	}
 	store.RegisterCommand((&postponeCheckCmd{}).Kind(), func() store.Command { return &postponeCheckCmd{} })
-	store.RegisterCommand((&watchPollCmd{}).Kind(), func() store.Command { return &watchPollCmd{} })
 	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
 	store.RegisterCommand((&recordDriftCmd{}).Kind(), func() store.Command { return &recordDriftCmd{} })
 }
 
+// kind names a command of the rules legacy says.
+func kind(name string, legacy bool) string {
+	if legacy {
+		return name
+	}
+	return name + ".2"
+}
+
 // applyPolledCmd applies an order a poll or a sweep found (applyPolled).
-type applyPolledCmd struct{ Obs store.Observation }
+type applyPolledCmd struct {
+	Obs    store.Observation
+	legacy bool
+}
 
-func (*applyPolledCmd) Kind() string { return "reconcile.apply_polled" }
+func (c *applyPolledCmd) Kind() string { return kind("reconcile.apply_polled", c.legacy) }
 
-func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) { return applyPolled(tx, c.Obs) }
+func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) { return applyPolled(tx, c.Obs, c.legacy) }
 
 // polled is one get-status answer for a due order, as a command carries
 // it: the order (or the call's error) and when the order is due next if
@@ -52,15 +73,16 @@ type recordChecksCmd struct {
 	Answers     []polled
 	Now         time.Time
 	GiveUpAfter time.Duration
+	legacy      bool
 }
 
-func (*recordChecksCmd) Kind() string { return "reconcile.record_checks" }
+func (c *recordChecksCmd) Kind() string { return kind("reconcile.record_checks", c.legacy) }
 
 func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
 	outs := make([]checked, len(c.Answers))
 	for i, a := range c.Answers {
 		var err error
-		if outs[i], err = recordCheck(tx, a, c.Now, c.GiveUpAfter); err != nil {
+		if outs[i], err = recordCheck(tx, a, c.Now, c.GiveUpAfter, c.legacy); err != nil {
 			return nil, err
 		}
 	}
@@ -90,15 +112,16 @@ type watchPollCmd struct {
 	NotFound    bool            `json:",omitempty"` // the call answered ORDER_NOT_FOUND
 	Now, Next   time.Time
 	GiveUpAfter time.Duration
+	legacy      bool
 }
 
-func (*watchPollCmd) Kind() string { return "reconcile.watch_poll" }
+func (c *watchPollCmd) Kind() string { return kind("reconcile.watch_poll", c.legacy) }
 
 func (c *watchPollCmd) Apply(tx *store.Tx) (any, error) {
 	w := c.W
 	if c.Err == "" {
 		obs := store.Observation{Source: store.SourcePoll, Order: c.Order, Raw: c.Raw, ObservedAt: c.Now}
-		res, err := applyPolled(tx, obs)
+		res, err := applyPolled(tx, obs, c.legacy)
 		if err != nil {
 			return false, err
 		}

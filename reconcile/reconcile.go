@@ -528,10 +528,12 @@ const outcomeConflict store.Outcome = "conflict"
 // not an error of the command: it opens an identity_conflict finding and
 // comes back as outcomeConflict, so the caller's bookkeeping (backoff,
 // the watch) still commits. An order that applies resolves its
-// merchantOrderId's identity_conflict finding, if one is open.
-func applyPolled(tx *store.Tx, obs store.Observation) (store.Result, error) {
+// merchantOrderId's identity_conflict finding, if one is open. legacy
+// applies the rules from before identity_conflict findings, for the log
+// entries written with them: a conflict is the command's error.
+func applyPolled(tx *store.Tx, obs store.Observation, legacy bool) (store.Result, error) {
 	res, err := tx.ApplyObservation(obs)
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, store.ErrConflict) && !legacy {
 		if _, err := tx.RecordIdentityConflict(obs, err.Error()); err != nil {
 			return store.Result{}, err
 		}
@@ -541,8 +543,10 @@ func applyPolled(tx *store.Tx, obs store.Observation) (store.Result, error) {
 		return res, err
 	}
 	o := obs.Order
-	if _, err := tx.ResolveFinding(store.FindingIdentityConflict, o.MerchantOrderID); err != nil {
-		return res, err
+	if !legacy {
+		if _, err := tx.ResolveFinding(store.FindingIdentityConflict, o.MerchantOrderID); err != nil {
+			return res, err
+		}
 	}
 	if res.Outcome != store.OutcomeStale || o.Status == res.Previous ||
 		(o.Status.IsFinal() && res.Previous.IsFinal()) {

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -180,7 +181,7 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 // answer through the write path; backoff when nothing changed (or the
 // call failed); a stuck_order finding when the order has been unchanged
 // for GiveUpAfter.
-func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duration) (checked, error) {
+func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duration, legacy bool) (checked, error) {
 	var out checked
 	o := a.Due
 	if a.Err == "" && a.Order == nil {
@@ -193,13 +194,16 @@ func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duratio
 		// order: nothing is applied, a person must look.
 		reason := fmt.Sprintf("provider answers with order id %s for merchantOrderId %s, stored as %s",
 			a.Order.ID, o.MerchantOrderID, o.ProviderID)
+		if legacy {
+			return out, errors.New(reason)
+		}
 		if _, err := tx.RecordIdentityConflict(obs, reason); err != nil {
 			return out, err
 		}
 		out.Res.Outcome = outcomeConflict
 	default:
 		var err error
-		if out.Res, err = applyPolled(tx, obs); err != nil {
+		if out.Res, err = applyPolled(tx, obs, legacy); err != nil {
 			return out, err
 		}
 		if out.Res.Outcome == store.OutcomeChanged || out.Res.Outcome == store.OutcomeNew {

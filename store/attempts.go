@@ -282,9 +282,18 @@ func (s *Store) FinishAttempt(ctx context.Context, id int64, out AttemptOutcome)
 type finishAttemptCmd struct {
 	ID  int64
 	Out AttemptOutcome
+	// legacy: an entry of the kind written before a created order that
+	// contradicts a stored identity opened a finding; it applies as it
+	// did then (see the reconcile package's commands for why).
+	legacy bool
 }
 
-func (*finishAttemptCmd) Kind() string { return "attempt.finish" }
+func (c *finishAttemptCmd) Kind() string {
+	if c.legacy {
+		return "attempt.finish"
+	}
+	return "attempt.finish.2"
+}
 
 func (c *finishAttemptCmd) Apply(tx *Tx) (any, error) { return c.apply(tx) }
 
@@ -300,8 +309,10 @@ func (c *finishAttemptCmd) apply(tx *Tx) (Attempt, error) {
 			// stored one is for a human (an identity_conflict finding),
 			// not a reason to lose the attempt's outcome.
 			detail = joinDetail(detail, err.Error())
-			if _, ferr := tx.RecordIdentityConflict(*out.Observation, err.Error()); ferr != nil {
-				return Attempt{}, ferr
+			if !c.legacy {
+				if _, ferr := tx.RecordIdentityConflict(*out.Observation, err.Error()); ferr != nil {
+					return Attempt{}, ferr
+				}
 			}
 		}
 	}

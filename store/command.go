@@ -249,6 +249,9 @@ func init() {
 	} {
 		RegisterCommand(c.Kind(), newOf(c))
 	}
+	// Kinds whose rules changed keep their old rules for the entries
+	// written with them.
+	RegisterCommand((&finishAttemptCmd{legacy: true}).Kind(), func() Command { return &finishAttemptCmd{legacy: true} })
 }
 
 // newOf returns a constructor of zero commands of c's type.

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"orderd/provider"
+)
+
+// attempt.finish entries, written before a created order that contradicts
+// a stored identity opened a finding, apply as they did then: the attempt
+// records the conflict, and no finding opens.
+func TestFinishAttempt_legacyKindKeepsItsRules(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "orderd.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	raw := []byte(`{"id":"provider-m1","merchantOrderId":"m1","type":"payin","createdAt":"2026-03-01T12:00:00+00:00",` +
+		`"status":"processing","rejectReason":null,"auth":{"type":"pixDynamicQrCode","code":"qr","expiresAt":"2026-03-01T13:00:00Z"}}`)
+	observe := func(b []byte) *Observation {
+		o, err := provider.DecodeOrder(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Observation{Source: SourceGateway, Order: o, Raw: b, ObservedAt: time.Now()}
+	}
+	if _, err := s.Apply(ctx, *observe(bytes.Replace(raw, []byte(`"provider-m1"`), []byte(`"provider-other"`), 1))); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := s.BeginAttempt(ctx, NewAttempt{Kind: AttemptPayin, Origin: OriginGateway, MerchantOrderID: "m1",
+		IdempotencyKey: "order:m1", Request: json.RawMessage(`{"merchantOrderId":"m1"}`), RequestHash: "h", State: AttemptPending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &finishAttemptCmd{ID: a.ID, Out: AttemptOutcome{State: AttemptCreated, Response: raw, Observation: observe(raw)}, legacy: true}
+	b, err := EncodeOps([]Op{{At: time.Now(), Cmd: cmd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := DecodeOps(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ops[0].Cmd.Kind(); got != "attempt.finish" {
+		t.Fatalf("decoded as %s, want attempt.finish", got)
+	}
+	res, err := s.ApplyLog(ctx, 1, ops)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("apply: %v %v", err, res[0].Err)
+	}
+	if got := res[0].Value.(Attempt); got.State != AttemptCreated || !strings.Contains(got.Detail, "belongs to another order") {
+		t.Fatalf("attempt = %s %q", got.State, got.Detail)
+	}
+	fs, err := s.FindingsPage(ctx, FindingQuery{Kind: FindingIdentityConflict, State: "open", Limit: 10})
+	if err != nil || len(fs) != 0 {
+		t.Fatalf("identity_conflict findings after a legacy entry: %+v %v", fs, err)
+	}
+	if (&finishAttemptCmd{}).Kind() != "attempt.finish.2" {
+		t.Fatal("new entries must not take the legacy kind")
+	}
+}
