@@ -18,7 +18,8 @@
 //     finding; it stays watched.
 //   - doubt (RunDoubt): creations left in doubt, once older than
 //     DoubtMinAge, are settled with get-status by merchantOrderId: found →
-//     created (the order is stored); ORDER_NOT_FOUND → not_created and an
+//     created (the order is stored, or, when it contradicts a stored
+//     identity, an identity_conflict finding); ORDER_NOT_FOUND → not_created and an
 //     order.not_created event; anything else → backoff, and an
 //     unresolved_creation finding after UnresolvedAfter.
 //   - balances (RunBalances): see below.

@@ -1,8 +1,10 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +144,39 @@ func TestReconciler_RunDoubt_inconclusiveBacksOffThenFinding(t *testing.T) {
 	}
 	if fs := e.findings(store.FindingUnresolvedCreation, "resolved"); len(fs) != 1 {
 		t.Fatalf("resolved unresolved_creation findings = %d, want 1", len(fs))
+	}
+}
+
+// An in-doubt creation that the provider did make, but whose order
+// contradicts one orderd holds (the merchantOrderId under another order
+// id), is settled as created with an identity_conflict finding, not left
+// in doubt to become an unresolved_creation.
+func TestReconciler_RunDoubt_createdButConflicting(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	made := e.createAtFake("contested", "30.00", provider.TypePayin)
+	raw, _ := e.fake.OrderJSON("contested")
+	e.apply(bytes.ReplaceAll(raw, []byte(made.ID), []byte("00000000-0000-4000-8000-000000000003")), store.SourcePoll)
+	a := e.inDoubt("contested", "30.00")
+
+	e.clock.Advance(doubtMinAge + time.Second)
+	s := e.run(e.rec.RunDoubt)
+	if s.Counts["created"] != 1 || s.Counts["errors"] != 0 {
+		t.Fatalf("counts = %v, want the creation settled", s.Counts)
+	}
+	got := e.attempt(a.ID)
+	if got.State != store.AttemptCreated || !strings.Contains(got.Detail, "belongs to another order") {
+		t.Fatalf("attempt = %s %q, want created with the conflict noted", got.State, got.Detail)
+	}
+	fs := e.findings(store.FindingIdentityConflict, "open")
+	if len(fs) != 1 || fs[0].Key != "contested" || !strings.Contains(string(fs[0].Detail), made.ID) {
+		t.Fatalf("identity_conflict findings = %+v", fs)
+	}
+	if v := e.order("contested"); v.ProviderID == made.ID {
+		t.Fatal("the conflicting order replaced the stored one")
+	}
+	e.clock.Advance(48 * time.Hour)
+	e.run(e.rec.RunDoubt)
+	if fs := e.findings(store.FindingUnresolvedCreation, "open"); len(fs) != 0 {
+		t.Fatalf("unresolved_creation findings = %+v", fs)
 	}
 }

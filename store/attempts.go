@@ -404,7 +404,10 @@ func (s *Store) DueInDoubtAttempts(ctx context.Context, olderThan, now time.Time
 // SettleAttemptCreated records that get-status found the attempt's order:
 // the order goes through the one write path (obs, usually SourcePoll) and
 // the attempt becomes created, in one transaction. Settling an attempt that
-// is already settled changes nothing but the order.
+// is already settled changes nothing but the order. A found order that
+// contradicts a stored identity is not applied, but the attempt is still
+// settled as created (the provider made it), with the conflict in its
+// detail and an identity_conflict finding.
 func (s *Store) SettleAttemptCreated(ctx context.Context, id int64, obs Observation) error {
 	if _, err := s.Exec(ctx, &settleCreatedCmd{ID: id, Obs: obs}); err != nil {
 		return fmt.Errorf("settle attempt %d as created: %w", id, err)
@@ -416,9 +419,18 @@ func (s *Store) SettleAttemptCreated(ctx context.Context, id int64, obs Observat
 type settleCreatedCmd struct {
 	ID  int64
 	Obs Observation
+	// legacy: an entry of the kind written before a found order that
+	// contradicts a stored identity settled the attempt with an
+	// identity_conflict finding; then it failed the command.
+	legacy bool
 }
 
-func (*settleCreatedCmd) Kind() string { return "attempt.settle_created" }
+func (c *settleCreatedCmd) Kind() string {
+	if c.legacy {
+		return "attempt.settle_created"
+	}
+	return "attempt.settle_created.2"
+}
 
 func (c *settleCreatedCmd) Apply(tx *Tx) (any, error) { return nil, c.apply(tx) }
 
@@ -431,13 +443,22 @@ func (c *settleCreatedCmd) apply(tx *Tx) error {
 	if obs.Order != nil && a.MerchantOrderID != "" && obs.Order.MerchantOrderID != a.MerchantOrderID {
 		return fmt.Errorf("order %q is not the attempt's %q", obs.Order.MerchantOrderID, a.MerchantOrderID)
 	}
+	detail := a.Detail
 	if _, err := tx.ApplyObservation(obs); err != nil {
-		return err
+		if c.legacy || !errors.Is(err, ErrConflict) {
+			return err
+		}
+		// The provider created the order, so the creation is settled;
+		// that the order contradicts a stored one is for a human.
+		detail = joinDetail(detail, err.Error())
+		if _, err := tx.RecordIdentityConflict(obs, err.Error()); err != nil {
+			return err
+		}
 	}
 	now := tx.Now().UnixMilli()
-	_, err = tx.Exec(`UPDATE attempts SET state = 'created', response = ?, updated_at = ?, settled_at = ?,
+	_, err = tx.Exec(`UPDATE attempts SET state = 'created', response = ?, detail = ?, updated_at = ?, settled_at = ?,
 			next_check_at = NULL
-		WHERE id = ? AND state IN ('in_doubt', 'pending')`, []byte(obs.Raw), now, now, id)
+		WHERE id = ? AND state IN ('in_doubt', 'pending')`, []byte(obs.Raw), detail, now, now, id)
 	return err
 }
 

@@ -252,6 +252,7 @@ func init() {
 	// Kinds whose rules changed keep their old rules for the entries
 	// written with them.
 	RegisterCommand((&finishAttemptCmd{legacy: true}).Kind(), func() Command { return &finishAttemptCmd{legacy: true} })
+	RegisterCommand((&settleCreatedCmd{legacy: true}).Kind(), func() Command { return &settleCreatedCmd{legacy: true} })
 }
 
 // newOf returns a constructor of zero commands of c's type.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,10 +13,11 @@ import (
 	"orderd/provider"
 )
 
-// attempt.finish entries, written before a created order that contradicts
-// a stored identity opened a finding, apply as they did then: the attempt
-// records the conflict, and no finding opens.
-func TestFinishAttempt_legacyKindKeepsItsRules(t *testing.T) {
+// attempt.finish and attempt.settle_created entries, written before a
+// created order that contradicts a stored identity opened a finding, apply
+// as they did then: finish records the conflict in the attempt and opens
+// no finding; settle fails.
+func TestAttemptCommands_legacyKindsKeepTheirRules(t *testing.T) {
 	ctx := t.Context()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "orderd.db"), Options{})
 	if err != nil {
@@ -64,5 +66,30 @@ func TestFinishAttempt_legacyKindKeepsItsRules(t *testing.T) {
 	}
 	if (&finishAttemptCmd{}).Kind() != "attempt.finish.2" {
 		t.Fatal("new entries must not take the legacy kind")
+	}
+
+	// attempt.settle_created, the same way: the conflict fails the entry
+	// and the attempt stays as it was.
+	b2, isNew, err := s.BeginAttempt(ctx, NewAttempt{Kind: AttemptPayin, Origin: OriginGateway, MerchantOrderID: "m1",
+		IdempotencyKey: "order:m1:2", Request: json.RawMessage(`{"merchantOrderId":"m1","n":2}`), RequestHash: "h2",
+		State: AttemptInDoubt, AnyRequest: true})
+	if err != nil || !isNew || b2.State != AttemptInDoubt {
+		t.Fatalf("second attempt: %+v new %v, %v", b2, isNew, err)
+	}
+	settle := &settleCreatedCmd{ID: b2.ID, Obs: *observe(raw), legacy: true}
+	if b, err = EncodeOps([]Op{{At: time.Now(), Cmd: settle}}); err != nil {
+		t.Fatal(err)
+	}
+	if ops, err = DecodeOps(b); err != nil || ops[0].Cmd.Kind() != "attempt.settle_created" {
+		t.Fatalf("decoded %v: %v", ops, err)
+	}
+	if res, err = s.ApplyLog(ctx, 2, ops); err != nil || !errors.Is(res[0].Err, ErrConflict) {
+		t.Fatalf("legacy settle: %v %v, want the conflict as its error", err, res[0].Err)
+	}
+	if got, err := s.AttemptByID(ctx, b2.ID); err != nil || got.State != b2.State {
+		t.Fatalf("attempt after a failed legacy settle: %+v %v", got, err)
+	}
+	if (&settleCreatedCmd{}).Kind() != "attempt.settle_created.2" {
+		t.Fatal("new settle entries must not take the legacy kind")
 	}
 }
