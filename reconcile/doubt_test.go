@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -154,8 +153,7 @@ func TestReconciler_RunDoubt_inconclusiveBacksOffThenFinding(t *testing.T) {
 func TestReconciler_RunDoubt_createdButConflicting(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	made := e.createAtFake("contested", "30.00", provider.TypePayin)
-	raw, _ := e.fake.OrderJSON("contested")
-	e.apply(bytes.ReplaceAll(raw, []byte(made.ID), []byte("00000000-0000-4000-8000-000000000003")), store.SourcePoll)
+	e.learnUnder("contested", "00000000-0000-4000-8000-000000000003", store.SourcePoll)
 	a := e.inDoubt("contested", "30.00")
 
 	e.clock.Advance(doubtMinAge + time.Second)

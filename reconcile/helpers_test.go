@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"encoding/json"
@@ -161,6 +162,20 @@ func (e *env) learn(mid string, source store.Source) store.Result {
 		e.t.Fatalf("fake has no order %s", mid)
 	}
 	return e.apply(raw, source)
+}
+
+// learnUnder applies the fake's current state of mid as if source had
+// brought it under another provider order id: orderd then holds mid for
+// an order the provider does not have, and the provider's own answers
+// about mid contradict it.
+func (e *env) learnUnder(mid, otherID string, source store.Source) store.Result {
+	e.t.Helper()
+	o, ok := e.fake.Order(mid)
+	if !ok {
+		e.t.Fatalf("fake has no order %s", mid)
+	}
+	raw, _ := e.fake.OrderJSON(mid)
+	return e.apply(bytes.ReplaceAll(raw, []byte(o.ID), []byte(otherID)), source)
 }
 
 func (e *env) apply(raw []byte, source store.Source) store.Result {

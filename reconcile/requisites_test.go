@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -104,8 +103,7 @@ func TestReconciler_RunRequisites_pages(t *testing.T) {
 func TestReconciler_RunRequisites_conflictOpensFinding(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	_, deposits := e.requisiteWithDeposits("100.00", "250.00")
-	raw, _ := e.fake.OrderJSON(deposits[0].MerchantOrderID)
-	e.apply(bytes.ReplaceAll(raw, []byte(deposits[0].ID), []byte("00000000-0000-4000-8000-000000000002")), store.SourceWebhook)
+	e.learnUnder(deposits[0].MerchantOrderID, "00000000-0000-4000-8000-000000000002", store.SourceWebhook)
 	e.clock.Advance(time.Minute)
 
 	s := e.run(e.rec.RunRequisites)

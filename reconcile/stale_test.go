@@ -458,8 +458,7 @@ func TestReconciler_RunStale_identityConflict(t *testing.T) {
 func TestReconciler_RunStale_watchedOrderConflicts(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	real := e.createAtFake("doubled", "12.00", provider.TypePayin)
-	raw, _ := e.fake.OrderJSON("doubled")
-	e.apply(bytes.ReplaceAll(raw, []byte(real.ID), []byte("00000000-0000-4000-8000-000000000001")), store.SourceGateway)
+	e.learnUnder("doubled", "00000000-0000-4000-8000-000000000001", store.SourceGateway)
 	if err := e.st.MarkForPoll(t.Context(), "doubled", "check"); err != nil {
 		t.Fatal(err)
 	}
