@@ -398,8 +398,16 @@ func (tx *Tx) recordDelivery(orderID int64, newOrder bool, in applyInput, at tim
 func (tx *Tx) orderEvent(obs Observation, fp, eventType string, stateID int64, at time.Time) (string, error) {
 	o := obs.Order
 	id := EventID(o.ID, fp, eventType)
-	if _, err := tx.s.st.insertOrderEvent.Exec(id, eventType, OrderSubject(string(o.Type), string(o.Status)), o.ID,
-		at.UnixMilli(), o.MerchantOrderID, string(obs.Source), stateID, tx.Now().UnixMilli()); err != nil {
+	subject, atMillis := OrderSubject(string(o.Type), string(o.Status)), at.UnixMilli()
+	res, err := tx.s.st.insertOrderEvent.Exec(id, eventType, subject, o.ID,
+		atMillis, o.MerchantOrderID, string(obs.Source), stateID, tx.Now().UnixMilli())
+	if err == nil {
+		// The history row's raw JSON, which the relay's read returns, is
+		// this observation's (a webhook's delivery holds the same bytes).
+		err = tx.queued(res, feedEvent{id: id, typ: eventType, subject: subject, eventSubject: o.ID,
+			timeMillis: atMillis, merchantOrderID: o.MerchantOrderID, learnedVia: obs.Source, data: obs.Raw})
+	}
+	if err != nil {
 		return "", fmt.Errorf("apply %s: queue event: %w", o.ID, err)
 	}
 	tx.events++

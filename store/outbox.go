@@ -13,11 +13,31 @@ import (
 // PendingEvents returns up to limit unpublished events with seq greater
 // than afterSeq, in seq order. Order events carry the order JSON as
 // received (compacted); other events their stored data. Data that is not
-// valid JSON (a damaged row) is returned as it is stored.
+// valid JSON (a damaged row) is returned as it is stored. Events at or
+// below the stored outbox cursor are passed over.
+//
+// A read that continues where the last one ended, while the events after
+// it are still in memory from the commits that queued them (see feed),
+// is answered from there, with the same events a read of the database
+// would return.
 func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([]OutboxEvent, error) {
 	if limit <= 0 {
 		limit = 100
 	}
+	if afterSeq > 0 {
+		if fed, ok := s.feed.after(afterSeq, limit); ok {
+			evs := make([]OutboxEvent, len(fed))
+			for i := range fed {
+				evs[i] = fed[i].outboxEvent()
+			}
+			return evs, nil
+		}
+	}
+	return s.pendingFromDB(ctx, afterSeq, limit)
+}
+
+// pendingFromDB is PendingEvents' read of the database.
+func (s *Store) pendingFromDB(ctx context.Context, afterSeq int64, limit int) ([]OutboxEvent, error) {
 	rows, err := s.pending.QueryContext(ctx, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending events: %w", err)
@@ -96,6 +116,7 @@ func (*advanceOutboxCmd) Kind() string { return "outbox.advance" }
 func (*advanceOutboxCmd) rerunnable()  {}
 
 func (c *advanceOutboxCmd) Apply(tx *Tx) (any, error) {
+	tx.cursor = max(tx.cursor, c.Through)
 	if _, err := tx.s.st.advanceOutbox.Exec(c.Through); err != nil {
 		return nil, fmt.Errorf("move the outbox cursor: %w", err)
 	}
@@ -123,6 +144,7 @@ func (*markPublishedCmd) Kind() string { return "outbox.mark_published" }
 func (*markPublishedCmd) rerunnable()  {}
 
 func (c *markPublishedCmd) Apply(tx *Tx) (any, error) {
+	tx.feedReset = true
 	if _, err := tx.Exec(`UPDATE outbox SET published_at = ?
 		WHERE seq IN (SELECT value FROM json_each(?)) AND published_at IS NULL`,
 		tx.Now().UnixMilli(), string(c.Seqs)); err != nil {
@@ -223,6 +245,7 @@ func (*setAsideCmd) Kind() string { return "outbox.set_aside" }
 
 func (c *setAsideCmd) Apply(tx *Tx) (any, error) {
 	ev := c.Event
+	tx.feedReset = true
 	res, err := tx.Exec(`UPDATE outbox SET published_at = ?, set_aside = ? WHERE seq = ? AND published_at IS NULL`,
 		tx.Now().UnixMilli(), ev.Reason, ev.Seq)
 	if err != nil {
@@ -283,6 +306,7 @@ func (c *requeueSetAsideCmd) Apply(tx *Tx) (any, error) {
 	}
 	// One offset for all keeps their order; every new seq is above the
 	// largest, so none collides with a row still in place.
+	tx.feedReset = true
 	res, err := tx.Exec(`UPDATE outbox
 		SET seq = seq + (SELECT max(seq) FROM outbox) - (SELECT min(seq) FROM outbox WHERE set_aside IS NOT NULL) + 1,
 			published_at = NULL, set_aside = NULL, created_at = ?

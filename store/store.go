@@ -124,6 +124,7 @@ type Store struct {
 	queue  chan *request
 	done   chan struct{} // closed when the writer goroutine has exited
 	notify chan struct{}
+	feed   feed // the latest committed outbox events, for PendingEvents
 
 	commits, writes, failed, overloaded, expired, reruns atomic.Uint64
 

@@ -20,10 +20,26 @@ import (
 type Tx struct {
 	s      *Store
 	events int // outbox rows added in the current savepoint
-	ids    rowIDs
+	// fed holds the outbox rows this transaction added, for the feed
+	// once it commits; feedReset says it changed queued rows in place.
+	fed       []feedEvent
+	feedReset bool
+	cursor    int64 // the highest seq the outbox cursor was moved to
+	ids       rowIDs
 	// now is the time of the command being applied (zero for a plain
 	// Write, which reads the store's clock).
 	now time.Time
+}
+
+// queued records an outbox row this transaction added, for the feed.
+func (tx *Tx) queued(res sql.Result, ev feedEvent) error {
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	ev.seq = seq
+	tx.fed = append(tx.fed, ev)
+	return nil
 }
 
 // rowIDs hands out the primary keys of orders, deliveries and history
@@ -103,6 +119,13 @@ func (tx *Tx) InsertEvent(ev OutboxEvent) (inserted bool, err error) {
 	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("insert event %s: %w", ev.ID, err)
+	}
+	if n == 1 {
+		if err := tx.queued(res, feedEvent{id: ev.ID, typ: ev.Type, subject: ev.Subject, eventSubject: ev.EventSubject,
+			timeMillis: ev.Time.UnixMilli(), merchantOrderID: ev.MerchantOrderID, learnedVia: ev.LearnedVia,
+			data: ev.Data}); err != nil {
+			return false, fmt.Errorf("insert event %s: %w", ev.ID, err)
+		}
 	}
 	tx.events += int(n)
 	return n == 1, nil

@@ -255,6 +255,7 @@ func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events 
 			}
 		}
 		tx.events = 0
+		fed := len(tx.fed)
 		ferr := callFn(r.fn, tx)
 		switch {
 		case ferr == nil:
@@ -269,6 +270,7 @@ func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events 
 			if _, err := st.rollbackTo.Exec(); err != nil {
 				return 0, false, fmt.Errorf("roll back failed write (%v): %w", ferr, err)
 			}
+			tx.fed = tx.fed[:fed]
 		}
 		if savepoints {
 			if _, err := st.release.Exec(); err != nil {
@@ -280,6 +282,7 @@ func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events 
 		return 0, false, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	s.feed.push(tx.fed, tx.feedReset, tx.cursor)
 	return events, false, nil
 }
 
