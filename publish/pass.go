@@ -216,13 +216,9 @@ func (p *pass) run(ctx context.Context) error {
 			r.cfg.Metrics.failure(errKindStore)
 			return fmt.Errorf("read outbox: %w", pg.err)
 		}
-		if len(pg.events) == 0 {
-			break
-		}
 		if len(pg.events) == r.cfg.BatchSize {
 			next = read(pg.events[len(pg.events)-1].Seq)
 		}
-		chunk = chunk[:0]
 		for _, ev := range pg.events {
 			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
 			if err != nil {
@@ -236,9 +232,20 @@ func (p *pass) run(ctx context.Context) error {
 			}
 			chunk = append(chunk, encoded{ev: ev, subject: subject, payload: payload})
 		}
+		// A full page has more behind it: they join the same run, up to
+		// the server's limit on a batch. The server stages each atomic
+		// batch in files of its own, so fewer, longer batches cost it
+		// less per event.
+		if next != nil && len(chunk)+r.cfg.BatchSize <= maxAtomicBatch {
+			continue
+		}
+		if len(chunk) == 0 {
+			continue
+		}
 		if err := p.send(ctx, chunk); err != nil {
 			return err
 		}
+		chunk = chunk[:0]
 		if err := p.marker.failed(); err != nil {
 			return err
 		}

@@ -73,8 +73,9 @@ type RelayConfig struct {
 	Prefix string
 	// Source is the CloudEvents source attribute; default "orderd".
 	Source string
-	// BatchSize is how many events are read, sent as one atomic batch
-	// (at most 1000), and marked published at a time; default 256.
+	// BatchSize is how many events are read and marked published at a
+	// time; default 256. A full page and the pages behind it go as one
+	// atomic batch of up to 1000 events.
 	BatchSize int
 	// Window is how many single publishes may await their ack at once,
 	// when events go one by one; default 256. Two events of the same

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -860,6 +861,53 @@ func TestRelay_LingerGathersCommits(t *testing.T) {
 	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
 	if batches := byBatchID(streamMsgs(t, js, "ORDERD")); len(batches) != 1 || batches[""] != 0 {
 		t.Errorf("events by batch id: %v, want one atomic batch of %d", batches, n)
+	}
+}
+
+// Events read in several pages go as one atomic batch (the server stages
+// each batch in files of its own), and a batch never takes more than the
+// server's limit of 1000 events.
+func TestRelay_PagesJoinOneBatch(t *testing.T) {
+	for _, c := range []struct {
+		n, batchSize int
+		want         []int // batch sizes, largest first
+	}{
+		{30, 7, []int{30}},
+		{1300, 250, []int{1000, 300}},
+	} {
+		t.Run(fmt.Sprint(c.n, " events in pages of ", c.batchSize), func(t *testing.T) {
+			// The events are queued before the relay starts, so that its
+			// first pass finds them all.
+			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+			_, js := connectJS(t, e.ClientURL())
+			st, _ := openStore(t, store.Options{})
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Go(func() {
+					for i := w; i < c.n; i += 4 {
+						if _, err := tryApply(st, newTestOrder("pages", i), "processing", false, store.SourceWebhook); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			runRelay(t, newRelay(t, publish.RelayConfig{BatchSize: c.batchSize, Stream: &publish.StreamConfig{}}, st, js))
+			waitFor(t, 20*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
+			var sizes []int
+			for id, k := range byBatchID(streamMsgs(t, js, "ORDERD")) {
+				if id == "" {
+					t.Errorf("%d events went one by one", k)
+				}
+				sizes = append(sizes, k)
+			}
+			slices.Sort(sizes)
+			slices.Reverse(sizes)
+			if fmt.Sprint(sizes) != fmt.Sprint(c.want) {
+				t.Errorf("atomic batches of %v events, want %v", sizes, c.want)
+			}
+		})
 	}
 }
 
