@@ -16,9 +16,5 @@ func PendingFromDB(ctx context.Context, s *Store, afterSeq int64, limit int) ([]
 // whether it had one.
 func FeedAfter(s *Store, afterSeq int64, limit int) ([]OutboxEvent, bool) {
 	fed, ok := s.feed.after(afterSeq, limit)
-	evs := make([]OutboxEvent, len(fed))
-	for i := range fed {
-		evs[i] = fed[i].outboxEvent()
-	}
-	return evs, ok
+	return outboxEvents(fed), ok
 }

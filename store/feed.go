@@ -113,6 +113,15 @@ func (f *feed) clearLocked() {
 	f.bytes = 0
 }
 
+// outboxEvents turns fed into the events a read of their rows returns.
+func outboxEvents(fed []feedEvent) []OutboxEvent {
+	evs := make([]OutboxEvent, len(fed))
+	for i := range fed {
+		evs[i] = fed[i].outboxEvent()
+	}
+	return evs
+}
+
 // outboxEvent is the event as PendingEvents returns a read of its row.
 func (ev *feedEvent) outboxEvent() OutboxEvent {
 	out := OutboxEvent{

@@ -26,11 +26,7 @@ func (s *Store) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([
 	}
 	if afterSeq > 0 {
 		if fed, ok := s.feed.after(afterSeq, limit); ok {
-			evs := make([]OutboxEvent, len(fed))
-			for i := range fed {
-				evs[i] = fed[i].outboxEvent()
-			}
-			return evs, nil
+			return outboxEvents(fed), nil
 		}
 	}
 	return s.pendingFromDB(ctx, afterSeq, limit)
