@@ -53,6 +53,30 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
+// metricKinds returns a labelled counter's values by its "kind" label,
+// for failure messages that say which failure was counted.
+func metricKinds(t testing.TB, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && m.GetCounter().GetValue() != 0 {
+					kinds[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return kinds
+}
+
 // reservedPort returns a loopback port no other program can take for the
 // rest of the test, for a NATS server started after its client.
 func reservedPort(t *testing.T) string {

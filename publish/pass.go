@@ -213,7 +213,9 @@ func (p *pass) run(ctx context.Context) error {
 		pg := <-next
 		next = nil
 		if pg.err != nil {
-			r.cfg.Metrics.failure(errKindStore)
+			if ctx.Err() == nil { // a read cut short by a stop is no failure
+				r.cfg.Metrics.failure(errKindStore)
+			}
 			return fmt.Errorf("read outbox: %w", pg.err)
 		}
 		if len(pg.events) == r.cfg.BatchSize {
@@ -527,7 +529,9 @@ func (r *Relay) setAside(ctx context.Context, ev store.OutboxEvent, bytes, limit
 	sa := store.SetAside{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Subject: r.cfg.Prefix + "." + ev.Subject,
 		EventSubject: ev.EventSubject, Bytes: bytes, Limit: limit, Reason: cause.Error()}
 	if err := r.outbox.SetAsideEvent(ctx, sa); err != nil {
-		r.cfg.Metrics.failure(errKindStore)
+		if ctx.Err() == nil {
+			r.cfg.Metrics.failure(errKindStore)
+		}
 		return fmt.Errorf("set aside event %s (%v): %w", ev.ID, cause, err)
 	}
 	r.log.Error("event cannot be published; set aside with an event_not_published finding",
@@ -582,13 +586,10 @@ func (mk *marker) loop(ctx context.Context) {
 			}
 		}
 		linger.Stop()
-		mctx, cancel := ctx, context.CancelFunc(func() {})
-		if ctx.Err() != nil {
-			// Shutting down: still record what JetStream
-			// acknowledged, within a short bound, so it is not sent
-			// again at the next start.
-			mctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), markOnStopTimeout)
-		}
+		// A stop, before this mark or during it, still lets it record
+		// what JetStream acknowledged, within a short bound, so it is
+		// not sent again at the next start.
+		mctx, cancel := outlive(ctx, markOnStopTimeout)
 		err := mk.r.outbox.MarkPublishedThrough(mctx, through)
 		cancel()
 		if err != nil {
@@ -602,6 +603,20 @@ func (mk *marker) loop(ctx context.Context) {
 		}
 		mk.settled.Broadcast()
 		mk.mu.Unlock()
+	}
+}
+
+// outlive returns a context that is not cancelled with ctx but grace
+// after it: work begun before a stop runs to its end, within a bound.
+func outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(octx, func() { t.Stop() })
+	})
+	return octx, func() {
+		stop()
+		cancel()
 	}
 }
 

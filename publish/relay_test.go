@@ -536,7 +536,7 @@ func TestRelay_SetsAsideEventTooLargeForNATS(t *testing.T) {
 	waitFor(t, 5*time.Second, "the next event", func() bool { return streamCount(t, js, "ORDERD") == 5 })
 	stop()
 	if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 1 {
-		t.Errorf("errors counted after a restart = %v, want still 1", got)
+		t.Errorf("errors counted after a restart = %v (%v), want still 1", got, metricKinds(t, reg, "orderd_publish_errors_total"))
 	}
 }
 
@@ -844,6 +844,105 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 				t.Fatalf("stream holds %d events, want each of %d once", len(msgs), len(orders))
 			}
 			checkEvents(t, msgs, orders, store.SourceWebhook)
+		})
+	}
+}
+
+// stallingOutbox is the real store whose next read of pending events, or
+// next mark, once armed, tells the test it has begun and then waits: the
+// read until its context ends (and fails then, as a query cut short does),
+// the mark until the test releases it, and then it goes on with the
+// context it was given.
+type stallingOutbox struct {
+	*store.Store
+	stallRead, stallMark atomic.Bool
+	entered              chan struct{}
+	release              chan struct{}
+}
+
+func newStallingOutbox(st *store.Store) *stallingOutbox {
+	return &stallingOutbox{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (s *stallingOutbox) PendingEvents(ctx context.Context, afterSeq int64, limit int) ([]store.OutboxEvent, error) {
+	if s.stallRead.CompareAndSwap(true, false) {
+		s.entered <- struct{}{}
+		<-ctx.Done()
+		return nil, fmt.Errorf("pending events: %w", ctx.Err())
+	}
+	return s.Store.PendingEvents(ctx, afterSeq, limit)
+}
+
+func (s *stallingOutbox) MarkPublishedThrough(ctx context.Context, through int64) error {
+	if s.stallMark.CompareAndSwap(true, false) {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.Store.MarkPublishedThrough(ctx, through)
+}
+
+// TestRelay_StopCountsNoFailure: stopping the relay while it reads the
+// outbox, or while it moves the cursor, is a clean stop. Run returns nil,
+// orderd_publish_errors_total stays at 0 (an alert on it must not fire at
+// every restart), and a mark under way still records what JetStream
+// acknowledged, so those events are not sent again at the next start.
+func TestRelay_StopCountsNoFailure(t *testing.T) {
+	tests := []struct {
+		name  string
+		arm   func(*stallingOutbox)
+		pub   int // events published before the stop
+		after func(*stallingOutbox)
+	}{
+		{"during a read", func(s *stallingOutbox) { s.stallRead.Store(true) }, 0, func(*stallingOutbox) {}},
+		{"during a mark", func(s *stallingOutbox) { s.stallMark.Store(true) }, 5, func(s *stallingOutbox) { close(s.release) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+			_, js := connectJS(t, e.ClientURL())
+			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := openStore(t, store.Options{})
+			for i := range tt.pub {
+				apply(t, st, newTestOrder("stop", i), "processing", false, store.SourceWebhook)
+			}
+			ob := newStallingOutbox(st)
+			tt.arm(ob)
+			reg := prometheus.NewRegistry()
+			m, err := publish.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRelay(t, publish.RelayConfig{Metrics: m}, ob, js)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			select {
+			case <-ob.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the relay never reached the stalled call")
+			}
+			cancel()
+			tt.after(ob)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return within 10s of the stop")
+			}
+			if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 0 {
+				t.Errorf("publish errors counted for a stop: %v, want none", metricKinds(t, reg, "orderd_publish_errors_total"))
+			}
+			if got := streamCount(t, js, "ORDERD"); got != uint64(tt.pub) {
+				t.Errorf("stream holds %d events, want %d", got, tt.pub)
+			}
+			if got := backlog(t, st); got != 0 {
+				t.Errorf("backlog after the stop = %d, want 0: the mark under way was lost", got)
+			}
 		})
 	}
 }
