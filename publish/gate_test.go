@@ -14,11 +14,7 @@ import (
 // stops with ErrNotLeading (replicated mode's deposed leader); with the
 // gate open, the same outbox goes out.
 func TestRelay_Gate(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := startStream(t)
 	st, _ := openStore(t, store.Options{})
 	for i := range 5 {
 		apply(t, st, newTestOrder("gate", i), "completed", false, store.SourceWebhook)

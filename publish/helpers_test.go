@@ -39,6 +39,18 @@ func connectJS(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
+// startStream starts an embedded server on any loopback port, connects a
+// plain client and creates orderd's stream with the defaults.
+func startStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // streamMsgs reads every message of the stream in order, through an ordered
 // consumer, with a bound on the wait.
 func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) []jetstream.Msg {

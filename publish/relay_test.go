@@ -343,11 +343,7 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 }
 
 func TestRelay_Prune(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := startStream(t)
 	clk := &clock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
 	st, _ := openStore(t, store.Options{Now: clk.Now})
 	r := newRelay(t, publish.RelayConfig{Retention: 2 * time.Hour, Now: clk.Now}, st, js)
@@ -412,11 +408,7 @@ func TestRelay_Prune(t *testing.T) {
 }
 
 func TestRelay_PicksUpEventsFromAnotherProcess(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := startStream(t)
 	st, path := openStore(t, store.Options{})
 	runRelay(t, newRelay(t, publish.RelayConfig{PollInterval: 200 * time.Millisecond}, st, js))
 
@@ -820,11 +812,7 @@ func TestRelay_RecoversFromFailedMark(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-			_, js := connectJS(t, e.ClientURL())
-			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-				t.Fatal(err)
-			}
+			js := startStream(t)
 			st, _ := openStore(t, store.Options{})
 			flaky := &flakyOutbox{Store: st}
 			flaky.failures.Store(2)
@@ -898,11 +886,7 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-			_, js := connectJS(t, e.ClientURL())
-			if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-				t.Fatal(err)
-			}
+			js := startStream(t)
 			st, _ := openStore(t, store.Options{})
 			for i := range tt.pub {
 				apply(t, st, newTestOrder("stop", i), "processing", false, store.SourceWebhook)

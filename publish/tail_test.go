@@ -33,11 +33,7 @@ func (b *syncBuffer) String() string {
 }
 
 func TestTail(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	_, js := connectJS(t, e.ClientURL())
-	if _, err := publish.EnsureStream(t.Context(), js, publish.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := startStream(t)
 	pub := func(subject, data string) {
 		t.Helper()
 		if _, err := js.Publish(t.Context(), subject, []byte(data)); err != nil {
