@@ -876,13 +876,12 @@ func (s *stallingOutbox) MarkPublishedThrough(ctx context.Context, through int64
 // acknowledged, so those events are not sent again at the next start.
 func TestRelay_StopCountsNoFailure(t *testing.T) {
 	tests := []struct {
-		name  string
-		arm   func(*stallingOutbox)
-		pub   int // events published before the stop
-		after func(*stallingOutbox)
+		name string
+		mark bool // stall the mark; otherwise the read
+		pub  int  // events published before the stop
 	}{
-		{"during a read", func(s *stallingOutbox) { s.stallRead.Store(true) }, 0, func(*stallingOutbox) {}},
-		{"during a mark", func(s *stallingOutbox) { s.stallMark.Store(true) }, 5, func(s *stallingOutbox) { close(s.release) }},
+		{"during a read", false, 0},
+		{"during a mark", true, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -892,7 +891,11 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 				apply(t, st, newTestOrder("stop", i), "processing", false, store.SourceWebhook)
 			}
 			ob := newStallingOutbox(st)
-			tt.arm(ob)
+			if tt.mark {
+				ob.stallMark.Store(true)
+			} else {
+				ob.stallRead.Store(true)
+			}
 			reg := prometheus.NewRegistry()
 			m, err := publish.NewMetrics(reg)
 			if err != nil {
@@ -908,8 +911,10 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the relay never reached the stalled call")
 			}
+			// Run is stopped while the call is under way; only then
+			// may a stalled mark go on.
 			cancel()
-			tt.after(ob)
+			close(ob.release)
 			select {
 			case err := <-done:
 				if err != nil {
