@@ -158,8 +158,13 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 		n.mu.Lock()
 		delete(n.waiters, id)
 		n.mu.Unlock()
-		n.m.appendErrors.Inc()
-		n.lastAppendErr.Store(time.Now().UnixNano())
+		if ctx.Err() == nil {
+			// An append cut short by the node's stop is not the log
+			// failing: its callers get the same 503, the alert on
+			// append errors stays quiet.
+			n.m.appendErrors.Inc()
+			n.lastAppendErr.Store(time.Now().UnixNano())
+		}
 		e.finish(nil, fmt.Errorf("%w: append to %s: %w", store.ErrUnavailable, n.cfg.LogStream, err))
 		return
 	}
@@ -303,6 +308,11 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
 			// The database and the node disagree on what was applied:
 			// only a restart (which reads the database) can tell.
 			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+		if ctx.Err() != nil {
+			// The node is stopping; whatever did not commit is applied
+			// again at the next start, from the database's own seq.
+			return ctx.Err()
 		}
 		n.m.applyErrors.Inc()
 		n.cfg.Logger.Error("apply log entries; retrying", "first", entries[0].Seq, "entries", len(entries), "err", err)
