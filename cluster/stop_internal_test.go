@@ -94,7 +94,11 @@ func TestNode_StopCountsNoFailure(t *testing.T) {
 	if err := n.applyMsgs(ctx, []jetstream.Msg{msg}); err != nil {
 		t.Fatal(err)
 	}
-	<-kept.done
+	select {
+	case <-kept.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller of the entry applied after the stop was not answered")
+	}
 	if kept.err != nil {
 		t.Fatalf("the entry applied after the stop: %v", kept.err)
 	}
