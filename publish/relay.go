@@ -344,8 +344,12 @@ func (r *Relay) linger(ctx context.Context, burst bool) bool {
 // retrying failures with back-off until ctx ends; then it returns the last
 // error. It is meant for shutdown, after Run has returned and before the
 // connection is drained, with a bounded ctx. It may also run beside Run: the
-// two take turns.
+// two take turns. With nothing unpublished it returns at once, without
+// NATS, which may be unreachable.
 func (r *Relay) Flush(ctx context.Context) error {
+	if pending, err := r.outbox.PendingEvents(ctx, 0, 1); err == nil && len(pending) == 0 {
+		return nil
+	}
 	ss := r.newSession(ctx)
 	defer ss.close()
 	var backoff time.Duration

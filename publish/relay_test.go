@@ -782,6 +782,34 @@ func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
 	}
 }
 
+func TestStop_NothingToFlushWhileNATSIsDown(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: e.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := publish.NewJetStream(nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := openStore(t, store.Options{})
+	r := newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}}, st, js)
+	e.Shutdown()
+
+	// Nothing is unpublished: Flush has no reason to wait for NATS.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Errorf("Flush with an empty outbox = %v, want nil", err)
+	}
+	if ctx.Err() != nil {
+		t.Error("Flush with an empty outbox waited for its bound")
+	}
+	if err := publish.Stop(ctx, r, nc, nil); err != nil {
+		t.Errorf("Stop with an empty outbox = %v, want nil", err)
+	}
+}
+
 // flakyOutbox is the real store whose first MarkPublishedThrough calls fail, as a
 // busy or briefly unavailable database would make them.
 type flakyOutbox struct {

@@ -411,11 +411,28 @@ func (d *daemon) watchdog(ctx context.Context) {
 	}
 }
 
+// maxStoreCloseReserve bounds the part of the shutdown bound kept for the
+// database (a fifth of it, at most this): the writer's last batch and the
+// close take milliseconds.
+const maxStoreCloseReserve = 2 * time.Second
+
 // Close stops orderd: HTTP listeners (in-flight webhooks get their answer),
 // the scheduled jobs (waiting for running ones), the relay's flush, NATS,
 // and the database last. It is safe on a partly started daemon.
+//
+// The steps before the database end a reserve ahead of ctx's deadline, so
+// that a flush retrying an unreachable NATS server until its bound still
+// leaves the writer time to commit what is queued and the database time to
+// close; its events stay in the outbox for the next start.
 func (d *daemon) Close(ctx context.Context) error {
 	var errs []error
+	storeCtx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		reserve := min(time.Until(deadline)/5, maxStoreCloseReserve)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-reserve))
+		defer cancel()
+	}
 	if d.recvSrv != nil {
 		errs = append(errs, d.recvSrv.Close(ctx))
 	}
@@ -443,7 +460,7 @@ func (d *daemon) Close(ctx context.Context) error {
 	}
 	errs = append(errs, publish.Stop(ctx, relay, d.nc, d.embedded))
 	if d.store != nil {
-		errs = append(errs, d.store.Close(ctx))
+		errs = append(errs, d.store.Close(storeCtx))
 	}
 	if d.unlock != nil {
 		errs = append(errs, d.unlock())

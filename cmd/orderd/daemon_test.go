@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"orderd/internal/testaddr"
 	"orderd/provider/providertest"
+	"orderd/store"
 )
 
 // daemonEnv is a temp config for a real daemon against the fake provider.
@@ -242,6 +246,90 @@ func TestRun_EndToEnd(t *testing.T) {
 	// The database is closed: a second daemon can open it at once.
 	if _, err := os.Stat(filepath.Dir(de.cfgPath)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRun_StopWhileNATSIsDown stops a daemon whose NATS server cannot be
+// reached: with nothing to publish it stops at once and cleanly; with an
+// event waiting, the flush gives up within shutdown_timeout and the
+// database still closes, the event kept for the next start.
+func TestRun_StopWhileNATSIsDown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		webhook bool
+	}{
+		{name: "nothing to publish"},
+		{name: "an event waiting", webhook: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 20 * time.Millisecond})
+			t.Cleanup(fake.Close)
+			cfg := daemonConfig(t, dir, fake, "  url: nats://"+testaddr.Loopback(t)+"\n", quietJobs+"shutdown_timeout: 2s\n")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var stderr syncBuffer
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, io.Discard, &stderr)
+			}()
+			addrs := waitStarted(t, &stderr, done)
+			if tc.webhook {
+				if _, err := fake.CreateOrder(providertest.NewOrder{
+					MerchantOrderID: "kept-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if err := fake.Complete("kept-1"); err != nil {
+					t.Fatal(err)
+				}
+				if got := waitMetric(t, addrs.Admin, `orderd_webhooks_total{outcome="accepted"}`, func(v string) bool { return v == "1" }); got != "1" {
+					t.Fatalf(`orderd_webhooks_total{outcome="accepted"} = %q, want 1`, got)
+				}
+			}
+
+			start := time.Now()
+			cancel()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("run did not return within 20s of cancellation")
+			}
+			took := time.Since(start)
+			if !tc.webhook {
+				if err != nil {
+					t.Errorf("run = %v, want a clean stop; stderr:\n%s", err, stderr.String())
+				}
+				if took > time.Second {
+					t.Errorf("stop took %s with nothing to publish", took)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), "flush outbox") {
+					t.Errorf("run = %v, want the flush's error", err)
+				}
+				if err != nil && strings.Contains(err.Error(), "close store") {
+					t.Errorf("run = %v: the database did not close", err)
+				}
+				if took > 3*time.Second {
+					t.Errorf("stop took %s with shutdown_timeout 2s", took)
+				}
+			}
+			// A database closed by its last connection has no log left.
+			if _, err := os.Stat(filepath.Join(dir, "orderd.db-wal")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("orderd.db-wal after the stop: %v, want it gone (the database closed)", err)
+			}
+			if tc.webhook {
+				st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close(context.Background())
+				if n, _, err := st.OutboxStats(t.Context()); err != nil || n != 1 {
+					t.Errorf("outbox backlog = %d (%v), want the event kept for the next start", n, err)
+				}
+			}
+		})
 	}
 }
 
