@@ -90,8 +90,12 @@ type Stats struct {
 	// Writes is the number of writes committed (a batch holds several).
 	Writes uint64
 	// Failed is the number of writes that returned an error from the
-	// writer (their own error or a failed commit).
+	// writer (their own error or a failed commit), refusals aside.
 	Failed uint64
+	// Refused is the number of writes the store refused by design, with
+	// ErrConflict or ErrAttemptConflict: nothing was written and nothing is
+	// wrong with the database.
+	Refused uint64
 	// Overloaded is the number of writes refused with ErrOverloaded.
 	Overloaded uint64
 	// Expired is the number of writes whose context ended before the
@@ -126,7 +130,7 @@ type Store struct {
 	notify chan struct{}
 	feed   feed // the latest committed outbox events, for PendingEvents
 
-	commits, writes, failed, overloaded, expired, reruns atomic.Uint64
+	commits, writes, failed, refused, overloaded, expired, reruns atomic.Uint64
 
 	// replog, when set, takes every command (replicated mode, see
 	// Replicate); the writer then runs only what the log hands back
@@ -355,6 +359,7 @@ func (s *Store) Stats() Stats {
 		Commits:    s.commits.Load(),
 		Writes:     s.writes.Load(),
 		Failed:     s.failed.Load(),
+		Refused:    s.refused.Load(),
 		Overloaded: s.overloaded.Load(),
 		Expired:    s.expired.Load(),
 		Reruns:     s.reruns.Load(),

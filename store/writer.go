@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -175,17 +176,22 @@ func (s *Store) commitBatch(batch []*request) {
 		s.commits.Add(1)
 	}
 	d := time.Since(start)
-	var failed uint64
+	var failed, refused uint64
 	for i := range live {
-		if errs[i] != nil {
+		switch {
+		case errs[i] == nil:
+		case err == nil && refusal(errs[i]):
+			refused++
+		default:
 			failed++
 		}
 	}
 	s.failed.Add(failed)
+	s.refused.Add(refused)
 	// Counters, hook and wake-up come before the waiters are released, so
 	// whoever sees a write succeed also sees its effects on them.
 	if err == nil {
-		s.writes.Add(uint64(len(live)) - failed)
+		s.writes.Add(uint64(len(live)) - failed - refused)
 		if s.opts.OnCommit != nil {
 			s.opts.OnCommit(len(live), d)
 		}
@@ -199,6 +205,13 @@ func (s *Store) commitBatch(batch []*request) {
 	for i, r := range live {
 		r.done <- errs[i]
 	}
+}
+
+// refusal reports whether a write's error is a refusal the store makes by
+// design, a write that contradicts what is stored (an order's identity, an
+// idempotency key's request), rather than a failure of the database.
+func refusal(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrAttemptConflict)
 }
 
 // runBatch runs live in one transaction and commits it. errs receives each

@@ -48,12 +48,13 @@ func newProcessMetrics(reg *prometheus.Registry, storeStats func() store.Stats) 
 	}{
 		{"committed", func(st store.Stats) uint64 { return st.Writes }},
 		{"failed", func(st store.Stats) uint64 { return st.Failed }},
+		{"refused", func(st store.Stats) uint64 { return st.Refused }},
 		{"overloaded", func(st store.Stats) uint64 { return st.Overloaded }},
 		{"expired", func(st store.Stats) uint64 { return st.Expired }},
 	} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "orderd_store_writes_total",
-			Help:        "Writes by result: committed, failed (their own error or a failed commit), overloaded (refused, queue full), expired (caller gone before the writer reached them).",
+			Help:        "Writes by result: committed, failed (their own error or a failed commit), refused (an order identity or idempotency key conflict, nothing written), overloaded (turned away, queue full), expired (caller gone before the writer reached them).",
 			ConstLabels: prometheus.Labels{"result": c.result},
 		}, func() float64 { return float64(c.read(storeStats())) }))
 	}
