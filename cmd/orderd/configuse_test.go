@@ -76,6 +76,23 @@ func TestCommands_UseOnlyTheirConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("tail with the embedded server on port 0", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
+  base_url: https://api.provider.example
+  public_keys: [%s]
+store:
+  path: %s
+nats:
+  embedded:
+    listen: 127.0.0.1:0
+`, filepath.Join(dir, "provider.pem"), filepath.Join(dir, "orderd.db")))
+		r := runOrderd(t, nil, nil, "tail", "-config", cfg)
+		if r.code != 2 || !strings.Contains(r.stderr, "nats.embedded.listen") || !strings.Contains(r.stderr, "-server") {
+			t.Errorf("tail: exit %d, stderr %q; want 2 naming nats.embedded.listen and -server", r.code, r.stderr)
+		}
+	})
+
 	t.Run("reconcile needs the API key only", func(t *testing.T) {
 		fake := providertest.NewServer(providertest.Options{})
 		t.Cleanup(fake.Close)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"orderd/publish"
 )
@@ -13,12 +14,13 @@ func tailCommand() command {
 	return command{
 		Name:    "tail",
 		Summary: "print order events from NATS as they arrive",
-		Help: "Prints one line per event: the subject, a space, the CloudEvent JSON. With -server it needs no\n" +
-			"config file; otherwise it reads nats.url (or the embedded server's nats.embedded.listen),\n" +
-			"nats.stream and the credentials from the config.",
+		Help: "Prints one line per event: the subject, a space, the CloudEvent JSON. With -server it reads no\n" +
+			"config file, not even one named by -config: give -stream if the stream is not ORDERD.\n" +
+			"Otherwise it reads nats.url (or the embedded server's nats.embedded.listen), nats.stream and\n" +
+			"the credentials from the config.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			subject := fs.String("subject", "", "subject filter `S`, wildcards allowed (default: every subject of the stream)")
-			server := fs.String("server", "", "NATS `URL` to read from instead of the config's")
+			server := fs.String("server", "", "NATS `URL` to read from; the config file is then not read")
 			stream := fs.String("stream", "", "stream `NAME` (default nats.stream, ORDERD)")
 			all := fs.Bool("all", false, "start with the oldest event the stream holds, not the next new one")
 			return func(ctx context.Context, e *env) error {
@@ -35,6 +37,10 @@ func tailCommand() command {
 					}
 					cc.URL, from = cfg.NATS.URL, " (nats.url)"
 					if cc.URL == "" {
+						if _, port, err := net.SplitHostPort(cfg.NATS.Embedded.Listen); err == nil && port == "0" {
+							return cfg.errorf("nats.embedded.listen", "port 0 is chosen anew at each start: "+
+								"give -server with the NATS address of orderd's \"orderd started\" log line")
+						}
 						cc.URL = "nats://" + cfg.NATS.Embedded.Listen
 						from = " (nats.embedded.listen: is orderd running?)"
 					}
