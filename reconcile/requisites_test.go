@@ -119,6 +119,57 @@ func TestReconciler_RunRequisites_conflictOpensFinding(t *testing.T) {
 	}
 }
 
+// A requisite the provider does not know (registered by mistake through
+// the watch endpoint, say) cannot be swept: the run is partial, the others
+// are still swept, and the next run tries it again. Only when no requisite
+// can be swept does the run fail.
+func TestReconciler_RunRequisites_unknownRequisiteLeavesRunPartial(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_, deposits := e.requisiteWithDeposits("100.00")
+	const bogus = "00000000-0000-4000-8000-0000000000ab"
+	if err := e.st.UpsertRequisite(t.Context(), store.Requisite{ID: bogus, Source: store.RequisiteFromWatch}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+
+	for range 2 {
+		s := e.run(e.rec.RunRequisites)
+		if s.Result() != reconcile.ResultPartial || s.Counts["requisites"] != 2 || s.Counts["errors"] != 1 {
+			t.Fatalf("result %s, counts %v; want partial with one error", s.Result(), s.Counts)
+		}
+		e.clock.Advance(time.Minute)
+	}
+	if v := e.order(deposits[0].MerchantOrderID); v.LearnedVia != store.SourcePoll {
+		t.Fatalf("the known requisite's deposit learned via %s, want poll", v.LearnedVia)
+	}
+	var asked int
+	for _, c := range e.fake.Calls(providertest.PathRequisiteOrders) {
+		if strings.Contains(string(c.Body), bogus) {
+			asked++
+		}
+	}
+	if asked != 2 {
+		t.Errorf("the unknown requisite was asked for %d times in two runs, want 2", asked)
+	}
+
+	// With the known one deactivated, nothing could be swept: a failure.
+	list, err := e.st.Requisites(t.Context(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list {
+		if r.ID != bogus {
+			if err := e.st.DeactivateRequisite(t.Context(), r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, err := e.rec.RunRequisites(t.Context())
+	if err == nil || s.Result() != reconcile.ResultFailed {
+		t.Fatalf("run with only the unknown requisite: result %s, err %v; want failed", s.Result(), err)
+	}
+}
+
 // requisiteWithDeposits creates a deposit requisite without a webhookUrl
 // (its deposits are never announced), registers it for the sweep as the
 // gateway would, and makes a deposit of each amount a second apart.
