@@ -47,8 +47,8 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// MaxBodyBytes caps the body; a longer one is answered 413.
 	MaxBodyBytes int64
-	// AckBudget bounds the time from receiving a request to the store's
-	// commit; past it the answer is 503 so the provider retries.
+	// AckBudget bounds the time from having read a request's body to the
+	// store's commit; past it the answer is 503 so the provider retries.
 	AckBudget time.Duration
 }
 
@@ -188,14 +188,14 @@ type reply struct {
 // ServeHTTP checks, stores and answers one webhook delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rp := h.handle(w, r, start)
+	rp := h.handle(w, r)
 	writeReply(w, &rp)
 	latency := time.Since(start)
 	h.metrics.observe(rp.outcome, latency)
 	h.logDelivery(r.Context(), &rp, latency)
 }
 
-func (h *Handler) handle(w http.ResponseWriter, r *http.Request, start time.Time) reply {
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
 	rp := reply{remote: r.RemoteAddr, level: slog.LevelWarn}
 	if r.Method != http.MethodPost {
 		rp.code, rp.outcome, rp.detail = http.StatusMethodNotAllowed, OutcomeBadMethod, "only POST is allowed"
@@ -231,7 +231,10 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, start time.Time
 		return rp
 	}
 
-	ctx, cancel := context.WithDeadline(r.Context(), start.Add(h.budget))
+	// The budget starts once the body is in: a sender's slow upload is
+	// not the store's time, and a delivery that can still be stored is
+	// better stored late (its retry is then a duplicate) than refused.
+	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
 	defer cancel()
 
 	vb := h.verifier.Load()

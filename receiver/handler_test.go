@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -478,6 +480,53 @@ func TestHandler_ServeHTTP_ExactAmounts(t *testing.T) {
 	// One cent less in 30 digits is a different state.
 	o.net = "999999999999999999999999999999.98"
 	wantReply(t, f.post(o.JSON()), http.StatusOK, receiver.OutcomeAccepted)
+}
+
+// slowReader hands out its first half, then waits before the rest, as a
+// sender on a slow link does.
+type slowReader struct {
+	b     []byte
+	pause time.Duration
+	half  bool
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	if s.half {
+		time.Sleep(s.pause)
+	}
+	n := len(s.b)
+	if !s.half {
+		n = len(s.b) / 2
+		s.half = true
+	}
+	n = copy(p, s.b[:n])
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// TestHandler_ServeHTTP_SlowUploadIsNotOverload: the ack budget bounds the
+// store's time, not the sender's upload. A body that took longer than the
+// budget to arrive is still stored and acknowledged, not refused as if the
+// store were overloaded.
+func TestHandler_ServeHTTP_SlowUploadIsNotOverload(t *testing.T) {
+	f := newFixture(t, receiver.Config{AckBudget: 200 * time.Millisecond})
+	o := newOrder(1, "completed")
+	body := o.JSON()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, receiver.DefaultPath,
+		&slowReader{b: body, pause: 400 * time.Millisecond})
+	req.Header.Set("Signature", sign(t, f.key, body))
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	wantReply(t, rec, http.StatusOK, receiver.OutcomeAccepted)
+	if got := f.counter(receiver.OutcomeOverloaded); got != 0 {
+		t.Errorf("overloaded counter = %v, want 0", got)
+	}
+	if n := f.count("orders", "provider_id = ?", o.id); n != 1 {
+		t.Errorf("%d orders stored, want 1", n)
+	}
 }
 
 // TestHandler_ServeHTTP_Overloaded: when the store cannot commit within the
