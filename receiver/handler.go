@@ -375,9 +375,17 @@ func signatureProblem(err error) string {
 	}
 }
 
+// maxPrealloc caps the buffer readBody allocates before the body arrives.
+// Content-Length is the sender's claim, made before the signature is
+// checked: sized by it alone, a thousand connections that announce the
+// limit and send nothing would hold a gigabyte. Webhooks are a few KiB, so
+// they still fit in the first buffer.
+const maxPrealloc = 64 << 10
+
 // readBody reads the whole body, at most limit bytes. A body longer than
 // limit yields *http.MaxBytesError, also when its Content-Length says so
-// before anything is read.
+// before anything is read. The buffer starts at the announced size, at
+// most maxPrealloc, and grows as bytes arrive.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
@@ -389,10 +397,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	// One byte more than announced, so the read that meets EOF needs no
 	// reallocation.
-	buf := make([]byte, 0, size+1)
+	buf := make([]byte, 0, min(size, maxPrealloc)+1)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = growBody(buf, r.ContentLength)
 		}
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -403,6 +411,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			return buf, err
 		}
 	}
+}
+
+// growBody returns buf with twice the capacity, but no more than one byte
+// over the announced length when that is larger than buf, so a body of the
+// announced length ends in a buffer of its size. A body longer than
+// announced (possible only with a Body that ignores Content-Length) keeps
+// doubling; MaxBytesReader bounds it.
+func growBody(buf []byte, announced int64) []byte {
+	n := 2 * cap(buf)
+	if want := announced + 1; want > int64(cap(buf)) && want < int64(n) {
+		n = int(want)
+	}
+	grown := make([]byte, len(buf), n)
+	copy(grown, buf)
+	return grown
 }
 
 // orderIDs are the identifiers read from a body that is not (or not yet)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -712,3 +713,75 @@ func TestHandler_ServeHTTP_IdentityConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestHandler_ServeHTTP_AnnouncedLength: a Content-Length is only a claim
+// of the sender, made before any byte arrives and before the signature is
+// checked. A request that announces a body of the limit and then sends
+// nothing must not cost that much memory, or a thousand connections that
+// send only headers would hold a gigabyte; a body that really is large is
+// still read whole, and one announced over the limit is refused unread.
+func TestHandler_ServeHTTP_AnnouncedLength(t *testing.T) {
+	const limit = 1 << 20
+	f := newFixture(t, receiver.Config{MaxBodyBytes: limit})
+
+	t.Run("headers only", func(t *testing.T) {
+		headerOnly := func() *httptest.ResponseRecorder {
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, receiver.DefaultPath, nil)
+			req.Body = cutBody{}
+			req.ContentLength = limit
+			req.Header.Set("Signature", sign(t, f.key, nil))
+			rec := httptest.NewRecorder()
+			f.handler.ServeHTTP(rec, req)
+			return rec
+		}
+		wantReply(t, headerOnly(), http.StatusBadRequest, receiver.OutcomeBadRequest)
+		const runs = 20
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			headerOnly()
+		}
+		runtime.ReadMemStats(&after)
+		if perCall := (after.TotalAlloc - before.TotalAlloc) / runs; perCall > 256<<10 {
+			t.Errorf("a request announcing %d bytes and sending none allocated %d bytes, want at most 256 KiB", limit, perCall)
+		}
+	})
+	t.Run("large body", func(t *testing.T) {
+		body := bytes.Repeat([]byte(" "), limit)
+		copy(body, newOrder(1, "completed").JSON())
+		wantReply(t, f.post(body), http.StatusOK, receiver.OutcomeAccepted)
+	})
+	t.Run("large body of unknown length", func(t *testing.T) {
+		body := bytes.Repeat([]byte(" "), limit)
+		copy(body, newOrder(2, "completed").JSON())
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, receiver.DefaultPath, io.NopCloser(bytes.NewReader(body)))
+		req.ContentLength = -1
+		req.Header.Set("Signature", sign(t, f.key, body))
+		rec := httptest.NewRecorder()
+		f.handler.ServeHTTP(rec, req)
+		wantReply(t, rec, http.StatusOK, receiver.OutcomeAccepted)
+	})
+	t.Run("announced over the limit", func(t *testing.T) {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, receiver.DefaultPath, nil)
+		req.Body = unreadBody{t}
+		req.ContentLength = limit + 1
+		rec := httptest.NewRecorder()
+		f.handler.ServeHTTP(rec, req)
+		wantReply(t, rec, http.StatusRequestEntityTooLarge, receiver.OutcomeTooLarge)
+	})
+}
+
+// cutBody is a body whose sender went away before sending a byte.
+type cutBody struct{}
+
+func (cutBody) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+func (cutBody) Close() error             { return nil }
+
+// unreadBody is a body that must not be read.
+type unreadBody struct{ t *testing.T }
+
+func (b unreadBody) Read([]byte) (int, error) {
+	b.t.Error("the body was read")
+	return 0, io.EOF
+}
+func (unreadBody) Close() error { return nil }
