@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"flag"
 	"fmt"
 	"io"
@@ -34,7 +35,8 @@ absent, and checks SIGNATURE (the base64 the provider sends, as
 "openssl dgst -sha512 -sign KEY body | base64" prints it) against the
 public key(s). Prints "signature OK" and exits 0 when it verifies; prints
 "signature INVALID: <reason>" and exits 1 when it does not; exits 2 when
-a flag is missing or a file cannot be read.`,
+a flag is missing or a file cannot be read. Each key file must be a
+regular file of at most 64 KiB.`,
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			var pubkeys stringList
 			fs.Var(&pubkeys, "pubkey", "PEM `FILE` with the provider's public key; repeat for several keys (required)")
@@ -56,7 +58,7 @@ func verify(e *env, pubkeys []string, sig string) error {
 	if len(e.Args) > 1 {
 		return e.usagef("want at most one body file, got %d arguments", len(e.Args))
 	}
-	keys, err := provider.LoadPublicKeys(pubkeys...)
+	keys, err := loadPublicKeys(pubkeys)
 	if err != nil {
 		return e.usagef("-pubkey: %v", err)
 	}
@@ -75,6 +77,26 @@ func verify(e *env, pubkeys []string, sig string) error {
 	}
 	fmt.Fprintln(e.Stdout, "signature OK")
 	return nil
+}
+
+// loadPublicKeys reads and parses the -pubkey files as the configuration's
+// provider.public_keys are read: only regular files of at most
+// maxSecretFileBytes, so "-pubkey /dev/zero" is refused at once instead of
+// being read until memory runs out, and a FIFO does not hold the command.
+func loadPublicKeys(files []string) ([]crypto.PublicKey, error) {
+	var keys []crypto.PublicKey
+	for _, f := range files {
+		b, _, err := readSecretFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("public key file: %w", err)
+		}
+		ks, err := provider.ParsePublicKeys(b)
+		if err != nil {
+			return nil, fmt.Errorf("public key file %s: %w", f, err)
+		}
+		keys = append(keys, ks...)
+	}
+	return keys, nil
 }
 
 // readBody reads the body argument: a file, or standard input for "-" or

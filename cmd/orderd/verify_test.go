@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // openssl runs the real openssl command line and returns its stdout.
@@ -149,6 +150,48 @@ func TestConfig_ProviderPublicKeys(t *testing.T) {
 			var ce *configError
 			if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config.yaml") {
 				t.Errorf("error %v, want a config error naming the file and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRun_VerifyKeyFiles: -pubkey files are read like the configuration's
+// key files, with a size limit and only when they are regular files, so
+// /dev/zero cannot exhaust memory and a FIFO cannot hold the command; each
+// refusal names the flag and the file and exits 2.
+func TestRun_VerifyKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	body := writeFile(t, dir, "body.json", `{"id":"ord_1"}`)
+	big := writeFile(t, dir, "big.pem", strings.Repeat("k", maxSecretFileBytes+1))
+	fifo := mkfifo(t, dir, "fifo.pem")
+	tests := []struct {
+		name, file, want string
+	}{
+		{name: "file over the limit", file: big, want: big + " is larger than 65536 bytes"},
+		{name: "named pipe", file: fifo, want: fifo + " is not a regular file (it is a named pipe)"},
+		{name: "endless device", file: "/dev/zero", want: "/dev/zero is not a regular file (it is a character device)"},
+		{name: "directory", file: dir, want: dir + " is not a regular file (it is a directory)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := os.Stat(tt.file); err != nil {
+				t.Skip(err)
+			}
+			ch := make(chan result, 1)
+			go func() {
+				ch <- runOrderd(t, nil, nil, "verify", "-pubkey", tt.file, "-signature", "c2ln", body)
+			}()
+			var r result
+			select {
+			case r = <-ch:
+			case <-time.After(10 * time.Second):
+				t.Fatal("verify is still reading the key file after 10s")
+			}
+			if r.code != 2 {
+				t.Errorf("exit code %d, want 2\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			if want := "orderd verify: -pubkey: public key file: " + tt.want; !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr %q, want %q", r.stderr, want)
 			}
 		})
 	}
