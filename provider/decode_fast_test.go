@@ -156,11 +156,12 @@ func fastCorpus() []fastCase {
 }
 
 // decodeOrderReference is DecodeOrder as it was before the fast path: the
-// slow path, the key check and the required-field checks.
+// slow path (its refusals explained by explainOrder), the key check and the
+// required-field checks.
 func decodeOrderReference(data []byte) (*Order, error) {
 	var o Order
 	if err := decodeOrderSlow(data, &o); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, explainOrder(data, err))
 	}
 	if err := checkOrderKeys(data); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)

@@ -33,7 +33,8 @@ func FuzzDecodeOrder(f *testing.F) {
 		`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","merchantTargetWallet":{"amount":"+0.0","currency":"\u00c9UR"}}`,
 		`{"id":"x","merchantOrderId":"m","type":"payin","status":"new","refundTransaction":{"id":"r","amount":{"amount":"1","currency":"brl"}}}`,
 		`{"id":"x\ud800","merchantOrderId":"m\u0000","type":"payin","status":"new"}`,
-		`{}`, `null`, `[]`, `{"id":1}`,
+		`{}`, `null`, `[]`, `{"id":1}`, `{"id":"x","status":5}`, `{"id":"x","transactions":[{"status":[]}]}`,
+		`{"id":"x","merchantTargetWallet":{"amount":98.0,"currency":"brl"}}`, `{"id":"x","createdAt":"yesterday"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,6 +43,11 @@ func FuzzDecodeOrder(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, provider.ErrInvalidOrder) {
 				t.Fatalf("DecodeOrder error %v does not wrap ErrInvalidOrder", err)
+			}
+			// The reason is for people who know the JSON, not Go's types.
+			if msg := err.Error(); !bytes.Contains(data, []byte("Go ")) && !bytes.Contains(data, []byte("provider.")) &&
+				(strings.Contains(msg, "Go ") || strings.Contains(msg, "provider.") || strings.Contains(msg, "money:")) {
+				t.Fatalf("DecodeOrder error %q speaks of Go\ninput %q", msg, data)
 			}
 			return
 		}

@@ -153,7 +153,10 @@ func checkMoneyValue(data []byte, i int, key string) (int, *keyError) {
 		if end < 0 {
 			return -1, newKeyError("unexpected end")
 		}
-		return -1, newKeyError("must be a string, got %s", data[i:end])
+		if key == "amount" {
+			return -1, newKeyError("must be a numeric string, got %s", truncate(data[i:end]))
+		}
+		return -1, newKeyError("must be a string, got %s", truncate(data[i:end]))
 	}
 	end := skipJSONString(data, i)
 	if end < 0 {

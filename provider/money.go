@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -34,18 +35,43 @@ func MustMoney(amount, currency string) Money {
 	return m
 }
 
+// maxAmountLen bounds an amount's text; the longest the provider writes is
+// far shorter.
+const maxAmountLen = 64
+
 // ParseAmount parses a numeric string as an exact decimal. It accepts only
-// plain decimal notation (optional sign, digits, optional fraction), which is
-// what the provider writes; exponents, NaN and empty strings are errors.
+// plain decimal notation (optional sign, digits, optional fraction) of at
+// most 64 characters, which is what the provider writes; exponents, NaN
+// and empty strings are errors.
 func ParseAmount(s string) (decimal.Decimal, error) {
+	if len(s) > maxAmountLen {
+		return decimal.Decimal{}, &amountError{s: s, tooLong: true}
+	}
 	if !isPlainDecimal(s) {
-		return decimal.Decimal{}, fmt.Errorf("amount %q is not a decimal number", s)
+		return decimal.Decimal{}, &amountError{s: s}
 	}
 	return decimal.NewFromString(s)
 }
 
+// amountError is ParseAmount's refusal of s.
+type amountError struct {
+	s       string
+	tooLong bool
+}
+
+func (e *amountError) Error() string { return "amount " + e.problem() }
+
+// problem is the error without naming the amount, for a caller that names
+// the field instead.
+func (e *amountError) problem() string {
+	if e.tooLong {
+		return fmt.Sprintf("too long (%d characters; at most %d)", len(e.s), maxAmountLen)
+	}
+	return strconv.Quote(e.s) + " is not a decimal number"
+}
+
 func isPlainDecimal(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
+	if len(s) == 0 || len(s) > maxAmountLen {
 		return false
 	}
 	i := 0

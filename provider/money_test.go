@@ -96,6 +96,28 @@ func TestNormalizeAmount(t *testing.T) {
 	}
 }
 
+// TestParseAmount_Errors: a refusal says what is wrong with the amount; one
+// that is only too long says so, with the limit.
+func TestParseAmount_Errors(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"exponent":     {"1e400", `amount "1e400" is not a decimal number`},
+		"words":        {"five", `amount "five" is not a decimal number`},
+		"empty":        {"", `amount "" is not a decimal number`},
+		"65 digits":    {strings.Repeat("9", 62) + ".00", "amount too long (65 characters; at most 64)"},
+		"long garbage": {strings.Repeat("x", 1000), "amount too long (1000 characters; at most 64)"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if d, err := provider.ParseAmount(tt.in); err == nil || err.Error() != tt.want {
+				t.Errorf("ParseAmount = %v, %v; want the error %s", d, err, tt.want)
+			}
+		})
+	}
+	if _, err := provider.ParseAmount(strings.Repeat("9", 61) + ".00"); err != nil {
+		t.Errorf("ParseAmount refused 64 characters: %v", err)
+	}
+}
+
 func TestMoney_Equal(t *testing.T) {
 	tests := []struct {
 		a, b provider.Money

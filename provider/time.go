@@ -30,12 +30,29 @@ func ParseTime(s string) (Time, error) {
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
 			if y := t.UTC().Year(); y < 0 || y > 9999 {
-				return Time{}, fmt.Errorf("timestamp %q is out of range", s)
+				return Time{}, &timeError{s: s, outOfRange: true}
 			}
 			return Time{t.UTC()}, nil
 		}
 	}
-	return Time{}, fmt.Errorf("timestamp %q is not ISO 8601", s)
+	return Time{}, &timeError{s: s}
+}
+
+// timeError is ParseTime's refusal of s.
+type timeError struct {
+	s          string
+	outOfRange bool
+}
+
+func (e *timeError) Error() string { return "timestamp " + e.problem() }
+
+// problem is the error without naming the timestamp, for a caller that
+// names the field instead.
+func (e *timeError) problem() string {
+	if e.outOfRange {
+		return quoteShort(e.s) + " is out of range"
+	}
+	return quoteShort(e.s) + " is not ISO 8601"
 }
 
 // MarshalJSON writes the time in RFC 3339 UTC, or null when zero.

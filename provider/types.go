@@ -302,7 +302,7 @@ func DecodeOrder(data []byte) (*Order, error) {
 	// checks the keys and gives the errors.
 	if !decodeOrderFast(data, &o) {
 		if err := decodeOrderSlow(data, &o); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, explainOrder(data, err))
 		}
 		if err := checkOrderKeys(data); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOrder, err)

@@ -130,6 +130,54 @@ func TestDecodeOrder_Invalid(t *testing.T) {
 	}
 }
 
+// TestDecodeOrder_Reasons: the reason a signed body is quarantined is read
+// by people who know the provider's JSON, not orderd's code: it names the
+// field by its JSON path and says what is wrong in JSON's terms, never in
+// Go's ("cannot unmarshal number into Go struct field plain.status of type
+// provider.Status").
+func TestDecodeOrder_Reasons(t *testing.T) {
+	const head = `{"id":"x","merchantOrderId":"m","type":"payin","status":"new",`
+	tests := map[string]struct{ in, want string }{
+		"amount as a number":        {head + `"merchantTargetWallet":{"amount":98.0,"currency":"brl"}}`, `merchantTargetWallet.amount: must be a numeric string, got 98.0`},
+		"amount in exponent form":   {head + `"merchantTargetWallet":{"amount":"1e400","currency":"brl"}}`, `merchantTargetWallet.amount: "1e400" is not a decimal number`},
+		"amount too long":           {head + `"merchantTargetWallet":{"amount":"` + strings.Repeat("9", 62) + `.00","currency":"brl"}}`, `merchantTargetWallet.amount: too long (65 characters; at most 64)`},
+		"amount in another case":    {head + `"merchantTargetWallet":{"Amount":"x","currency":"brl"}}`, `merchantTargetWallet.amount: "x" is not a decimal number`},
+		"amount missing":            {head + `"merchantTargetWallet":{"currency":"brl"}}`, `merchantTargetWallet: amount is missing`},
+		"currency as a number":      {head + `"merchantTargetWallet":{"amount":"5","currency":5}}`, `merchantTargetWallet.currency: must be a string, got 5`},
+		"wallet as a string":        {head + `"merchantTargetWallet":"5"}`, `merchantTargetWallet: must be an object, got "5"`},
+		"timestamp in words":        {head + `"createdAt":"yesterday"}`, `createdAt: "yesterday" is not ISO 8601`},
+		"timestamp as a number":     {head + `"createdAt":5}`, `createdAt: must be a string, got 5`},
+		"timestamp out of range":    {head + `"createdAt":"0000-01-01T00:00:00+01:00"}`, `createdAt: "0000-01-01T00:00:00+01:00" is out of range`},
+		"long timestamp":            {head + `"createdAt":"` + strings.Repeat("y", 100) + `"}`, `createdAt: "` + strings.Repeat("y", 64) + `"… is not ISO 8601`},
+		"status as a number":        {`{"id":"x","merchantOrderId":"m","type":"payin","status":5}`, `status: must be a string, got 5`},
+		"id as an object":           {`{"id":{"a":[1,2]},"merchantOrderId":"m","type":"payin","status":"new"}`, `id: must be a string, got {"a":[1,2]}`},
+		"rejectReason as a number":  {head + `"rejectReason":5}`, `rejectReason: must be a string, got 5`},
+		"array":                     {`[1,2]`, `the body must be a JSON object`},
+		"string":                    {` "x" `, `the body must be a JSON object`},
+		"not JSON":                  {`{"id":`, `the body is not valid JSON: unexpected end of JSON input`},
+		"transactions as a string":  {head + `"transactions":"none"}`, `transactions: must be an array, got "none"`},
+		"transaction as a number":   {head + `"transactions":[5]}`, `transactions[0]: must be an object, got 5`},
+		"transaction timestamp":     {head + `"transactions":[{"id":"a"},{"id":"b","createdAt":"now"}]}`, `transactions[1].createdAt: "now" is not ISO 8601`},
+		"transaction status":        {head + `"transactions":[{"id":"a"},{"id":"b","status":true}]}`, `transactions[1].status: must be a string, got true`},
+		"transaction amount":        {head + `"transactions":[{"id":"a"},{"id":"b","authorized":{"amount":"x","currency":"brl"}}]}`, `transactions[1].authorized.amount: "x" is not a decimal number`},
+		"auth as a string":          {head + `"auth":"x"}`, `auth: must be an object, got "x"`},
+		"auth expiry":               {head + `"auth":{"type":"redirect","expiresAt":"soon"}}`, `auth.expiresAt: "soon" is not ISO 8601`},
+		"refund amount as a number": {head + `"refundTransaction":{"id":"r","amount":{"amount":1,"currency":"brl"}}}`, `refundTransaction.amount.amount: must be a numeric string, got 1`},
+		"refund as an array":        {head + `"refundTransaction":[]}`, `refundTransaction: must be an object, got []`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := provider.DecodeOrder([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("DecodeOrder accepted %s as %+v", tt.in, o)
+			}
+			if want := "invalid order: " + tt.want; err.Error() != want || !errors.Is(err, provider.ErrInvalidOrder) {
+				t.Errorf("DecodeOrder = %v\nwant ErrInvalidOrder saying %s", err, want)
+			}
+		})
+	}
+}
+
 // TestDecodeOrder_Money: the spec writes amounts as numeric strings and
 // currencies as lowercase three-letter ISO codes; what it does not allow is
 // refused, naming the field, rather than trusted. It shows no signed

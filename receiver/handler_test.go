@@ -249,12 +249,12 @@ func TestHandler_ServeHTTP_Quarantined(t *testing.T) {
 	}{
 		{name: "JSON that is not an order", body: `{"hello":"world"}`, reason: "id is missing"},
 		{name: "not JSON", body: `this is not json`, reason: "invalid"},
-		{name: "JSON array", body: `[1,2,3]`, reason: "invalid"},
+		{name: "JSON array", body: `[1,2,3]`, reason: "the body must be a JSON object"},
 		{name: "status missing", body: `{"id":"x","merchantOrderId":"m-q1","type":"payin"}`, reason: "status is missing", moid: "m-q1"},
-		{name: "number where the id string is expected", body: strings.Replace(valid, `"id":"8d1f0c6e-0000-4000-8000-000000000003"`, `"id":12345`, 1), reason: "invalid", moid: "m-3"},
-		{name: "number where an amount string is expected", body: strings.Replace(valid, `"amount":"100.00"`, `"amount":100.00`, 1), reason: "numeric string", moid: "m-3"},
-		{name: "amount that is not a decimal", body: strings.Replace(valid, `"amount":"100.00"`, `"amount":"1e5"`, 1), reason: "not a decimal", moid: "m-3"},
-		{name: "bad timestamp", body: strings.Replace(valid, `"createdAt":"2024-05-01T10:00:00Z"`, `"createdAt":"yesterday"`, 1), reason: "ISO 8601", moid: "m-3"},
+		{name: "number where the id string is expected", body: strings.Replace(valid, `"id":"8d1f0c6e-0000-4000-8000-000000000003"`, `"id":12345`, 1), reason: "id: must be a string, got 12345", moid: "m-3"},
+		{name: "number where an amount string is expected", body: strings.Replace(valid, `"amount":"100.00"`, `"amount":100.00`, 1), reason: "transactions[0].authorized.amount: must be a numeric string, got 100.00", moid: "m-3"},
+		{name: "amount that is not a decimal", body: strings.Replace(valid, `"amount":"100.00"`, `"amount":"1e5"`, 1), reason: `transactions[0].authorized.amount: "1e5" is not a decimal number`, moid: "m-3"},
+		{name: "bad timestamp", body: strings.Replace(valid, `"createdAt":"2024-05-01T10:00:00Z"`, `"createdAt":"yesterday"`, 1), reason: `createdAt: "yesterday" is not ISO 8601`, moid: "m-3"},
 		{name: "invalid UTF-8", body: strings.Replace(valid, `"m-3"`, "\"m-\xff\xfe\"", 1), reason: "UTF-8"},
 		{name: "deeply nested JSON", body: deep, reason: "depth"},
 		// Go's decoder would take the last of two keys, or match a key in

@@ -172,37 +172,37 @@ func TestReceiver_SignedButUnusable(t *testing.T) {
 		{"amount as a JSON number", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"amount":"100.00"`, `"amount":100.00`, 1), o.moid
-		}, "numeric string"},
+		}, "transactions[0].authorized.amount: must be a numeric string, got 100.00"},
 		{"huge amount as a JSON number", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"amount":"98.00"`, `"amount":123456789012345678901234567890.123456789012345678901234567890`, 1), o.moid
-		}, "numeric string"},
+		}, "merchantTargetWallet.amount: must be a numeric string, got 123456789012345678901234567890.1…"},
 		{"id as a JSON number", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, fmt.Sprintf(`"id":%q`, o.id), `"id":4711`, 1), o.moid
-		}, "invalid"},
+		}, "id: must be a string, got 4711"},
 		{"status as a JSON number", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"status":"completed"`, `"status":3`, 1), o.moid
-		}, "invalid"},
+		}, "status: must be a string, got 3"},
 		{"transactions as a string", func() (string, string) {
 			o, b := valid()
 			i := strings.Index(b, `"transactions":`)
 			return b[:i] + `"transactions":"none"}`, o.moid
-		}, "invalid"},
+		}, `transactions: must be an array, got "none"`},
 		{"amount in exponent notation", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"amount":"100.00"`, `"amount":"1e400"`, 1), o.moid
-		}, "not a decimal"},
+		}, `transactions[0].authorized.amount: "1e400" is not a decimal number`},
 		{"amount of 65 characters", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"amount":"100.00"`, `"amount":"`+strings.Repeat("9", 62)+`.00"`, 1), o.moid
-		}, "not a decimal"},
+		}, "transactions[0].authorized.amount: too long (65 characters; at most 64)"},
 		{"NaN amount", func() (string, string) {
 			o, b := valid()
 			return strings.Replace(b, `"amount":"100.00"`, `"amount":"NaN"`, 1), o.moid
-		}, "not a decimal"},
-		{"not JSON", func() (string, string) { return "status=completed&id=1", "" }, "invalid"},
+		}, `transactions[0].authorized.amount: "NaN" is not a decimal number`},
+		{"not JSON", func() (string, string) { return "status=completed&id=1", "" }, "the body is not valid JSON"},
 		{"JSON null", func() (string, string) { return "null", "" }, "missing"},
 	}
 	for _, tt := range tests {
