@@ -35,6 +35,7 @@ func FuzzAPI_gatewayDecode(f *testing.F) {
 		`{"merchantOrderId":"m","unknown":true}`,
 		`{"merchantOrderId":"m",`,
 		`[]`, `null`, `""`, `{}{}`, "\x00\xff", `{"merchantOrderId":"\u0000"}`,
+		`{"merchantOrderId":"d","MerchantOrderId":"e","amount":"1.00","AMOUNT":"2.00","x":{"a":1,"a":2}}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))

@@ -343,7 +343,7 @@ func (s *server) handlePayout(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	m, err := decodeObject(body)
+	m, err := decodeObject(body, payoutKeys)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -380,6 +380,15 @@ func (s *server) handlePayout(w http.ResponseWriter, r *http.Request) {
 		},
 	})
 }
+
+// payoutKeys are the keys of a withdrawal body that orderd reads.
+var payoutKeys = func() *provider.KeySchema {
+	money := &provider.KeySchema{Keys: []string{"amount", "currency"}}
+	return &provider.KeySchema{
+		Keys:    []string{"merchantOrderId", "amount", "invoice", "currency", "returnUrl", "webhookUrl"},
+		Objects: map[string]*provider.KeySchema{"amount": money, "invoice": money},
+	}
+}()
 
 // payoutRequest validates a withdrawal body in place (filling webhookUrl)
 // and returns its merchantOrderId.

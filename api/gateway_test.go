@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -559,5 +560,76 @@ func TestAPI_Payins_concurrentRepeats(t *testing.T) {
 	}
 	if as := e.attempts(); len(as) != 1 || as[0].State != store.AttemptCreated {
 		t.Errorf("attempts = %+v, want one created", as)
+	}
+}
+
+func TestAPI_Gateway_duplicateKeys(t *testing.T) {
+	const reqID = "0f5e2a9c-3b1d-4c8e-9f7a-1234567890ab"
+	tests := []struct {
+		name, path, body string
+		// field is the key the answer names, as the body spells it.
+		field string
+	}{
+		{"refund amount in another case", "/v1/refunds",
+			`{"merchantOrderId":"paid","amount":"0.01","AMOUNT":"0.50"}`, "AMOUNT"},
+		{"refund amount twice", "/v1/refunds",
+			`{"merchantOrderId":"paid","amount":"0.01","amount":"0.40"}`, "amount"},
+		{"refund amount only in another case", "/v1/refunds",
+			`{"merchantOrderId":"paid","Amount":"0.50"}`, "Amount"},
+		{"payin merchantOrderId in another case", "/v1/payins",
+			`{"merchantOrderId":"g-5","MerchantOrderId":"g-6","invoice":{"amount":"1.00","currency":"brl"}}`, "MerchantOrderId"},
+		{"payin merchantOrderId twice, once escaped", "/v1/payins",
+			`{"merchantOrderId":"g-5","\u006derchantOrderId":"g-6","invoice":{"amount":"1.00","currency":"brl"}}`, "merchantOrderId"},
+		{"payin invoice amount twice", "/v1/payins",
+			`{"merchantOrderId":"g-7","invoice":{"amount":"1.00","currency":"brl","amount":"900.00"}}`, "invoice.amount"},
+		{"payin invoice currency in another case", "/v1/payins",
+			`{"merchantOrderId":"g-8","invoice":{"amount":"1.00","Currency":"brl"}}`, "invoice.Currency"},
+		{"payout merchantOrderId twice", "/v1/payouts",
+			`{"merchantOrderId":"p-7","merchantOrderId":"p-8","amount":{"amount":"1.00","currency":"brl"}}`, "merchantOrderId"},
+		{"payout merchantOrderId in another case", "/v1/payouts",
+			`{"merchantOrderId":"p-7","MerchantOrderID":"p-8","amount":{"amount":"1.00","currency":"brl"}}`, "MerchantOrderID"},
+		{"payout nested amount twice", "/v1/payouts",
+			`{"merchantOrderId":"p-9","amount":{"amount":"1.00","currency":"brl","amount":"90.00"}}`, "amount.amount"},
+		{"payout passed-through key twice", "/v1/payouts",
+			`{"merchantOrderId":"p-10","amount":{"amount":"1.00","currency":"brl"},"destination":{"pix":"a","pix":"b"}}`, "destination.pix"},
+		{"payout passed-through keys in an array", "/v1/payouts",
+			`{"merchantOrderId":"p-11","amount":{"amount":"1.00","currency":"brl"},"items":[{"a":1},{"a":1,"A":2}]}`, "items[1].A"},
+		{"requisite currency twice", "/v1/requisites",
+			`{"client":{"id":"c-1"},"currency":"mxn","currency":"brl"}`, "currency"},
+		{"deactivation id in another case", "/v1/requisites/deactivate",
+			`{"id":"` + reqID + `","ID":"` + reqID + `"}`, "ID"},
+		{"watch type twice", "/v1/watch",
+			`{"merchantOrderId":"w-1","type":"payin","state":"in_doubt","type":"payout"}`, "type"},
+		{"watch state with a long s", "/v1/watch",
+			`{"merchantOrderId":"w-2","type":"payin","\u017Ftate":"in_doubt"}`, "\u017Ftate"},
+	}
+	e := newEnv(t, setup{fake: providertest.Options{InitialBalances: map[string]string{"brl": "100.00"}}})
+	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "paid", Amount: "50.00", Currency: "brl"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.Complete("paid"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post(tt.path, tt.body)
+			wantStatus(t, r, http.StatusBadRequest)
+			m := r.json(t)
+			msg, _ := m["error"].(string)
+			if m["field"] != tt.field || !strings.Contains(msg, path.Base(strings.ReplaceAll(tt.field, ".", "/"))) {
+				t.Errorf("answer = %s, want it to name %q", r.body, tt.field)
+			}
+		})
+	}
+	if as := e.attempts(); len(as) != 0 {
+		t.Errorf("bodies with duplicate keys created %d attempts", len(as))
+	}
+	if n := e.creates.Load(); n != 0 {
+		t.Errorf("bodies with duplicate keys reached the provider %d times", n)
+	}
+	for _, moid := range []string{"g-5", "g-6", "g-7", "g-8", "p-7", "p-8", "p-9", "p-10", "p-11"} {
+		if _, ok := e.fake.Order(moid); ok {
+			t.Errorf("the provider has order %s", moid)
+		}
 	}
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+
+	"orderd/provider"
 )
 
 // writeJSON writes v as the JSON answer with status. HTML characters are
@@ -44,11 +47,12 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 // decodeStrict decodes body, which must be exactly one JSON object, into
-// dst. An unknown field is a *badRequestError naming it; malformed JSON is
-// a *badRequestError; a value of the wrong type is a validation error
-// naming the field (the JSON is fine, the field is not).
+// dst. An unknown field, a key given twice or in another case than dst's
+// field, and malformed JSON are a *badRequestError naming the key; a value
+// of the wrong type is a validation error naming the field (the JSON is
+// fine, the field is not).
 func decodeStrict(body []byte, dst any) error {
-	if err := checkObject(body); err != nil {
+	if err := checkKeys(body, keySchema(reflect.TypeOf(dst))); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -64,9 +68,10 @@ func decodeStrict(body []byte, dst any) error {
 
 // decodeObject decodes body, which must be exactly one JSON object, into a
 // generic map keeping numbers exact (json.Number), for bodies whose shape
-// the provider does not show.
-func decodeObject(body []byte) (map[string]any, error) {
-	if err := checkObject(body); err != nil {
+// the provider does not show. schema names the keys the caller reads; like
+// every other key, they must be given once and in one case.
+func decodeObject(body []byte, schema *provider.KeySchema) (map[string]any, error) {
+	if err := checkKeys(body, schema); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -79,6 +84,60 @@ func decodeObject(body []byte) (map[string]any, error) {
 		return nil, &badRequestError{msg: "body must hold exactly one JSON object"}
 	}
 	return m, nil
+}
+
+// checkKeys checks that body is a JSON object and, when it is well formed
+// (the decoder says what is wrong otherwise), that none of its keys at any
+// depth is given twice or in another case (provider.CheckKeys, the check
+// the webhook path makes of orders). encoding/json would take the last of
+// two keys and match them case-insensitively, so {"amount":"0.01",
+// "AMOUNT":"0.50"} would create a refund of 0.50.
+func checkKeys(body []byte, schema *provider.KeySchema) error {
+	if err := checkObject(body); err != nil {
+		return err
+	}
+	if !json.Valid(body) {
+		return nil
+	}
+	if err := provider.CheckKeys(body, schema); err != nil {
+		var ke *provider.KeyError
+		if errors.As(err, &ke) {
+			return &badRequestError{msg: ke.Error(), field: ke.Field}
+		}
+		return &badRequestError{msg: err.Error()}
+	}
+	return nil
+}
+
+// keySchema is the keys of the JSON object a struct type (or a pointer to
+// one) decodes from: its fields' JSON names, with the keys of the fields
+// that hold objects. The request bodies have no embedded structs.
+func keySchema(t reflect.Type) *provider.KeySchema {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	s := &provider.KeySchema{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		s.Keys = append(s.Keys, name)
+		if sub := keySchema(f.Type); sub != nil {
+			if s.Objects == nil {
+				s.Objects = map[string]*provider.KeySchema{}
+			}
+			s.Objects[name] = sub
+		}
+	}
+	return s
 }
 
 func checkObject(body []byte) error {

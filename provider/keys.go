@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -58,16 +59,94 @@ func checkOrderKeys(data []byte) error {
 	if i >= len(data) || data[i] != '{' {
 		return nil // not an object: nothing is read by key
 	}
-	if _, err := checkObjectKeys(data, i, orderKeys); err != nil {
+	if _, err := checkObjectKeys(data, i, orderKeys, false); err != nil {
 		return err
 	}
 	return nil
 }
 
+// KeySchema describes the keys of a JSON request body for CheckKeys: the
+// exact spelling of each key the caller reads, and for a key holding an
+// object (or an array of objects) the keys of that object.
+type KeySchema struct {
+	Keys    []string
+	Objects map[string]*KeySchema
+}
+
+// objectKeys is s as the key check takes it.
+func (s *KeySchema) objectKeys() *objectKeys {
+	if s == nil {
+		return noKeys
+	}
+	k := &objectKeys{keys: s.Keys}
+	for name, sub := range s.Objects {
+		if k.objects == nil {
+			k.objects, k.arrays = map[string]*objectKeys{}, map[string]*objectKeys{}
+		}
+		sk := sub.objectKeys()
+		k.objects[name], k.arrays[name] = sk, sk
+	}
+	return k
+}
+
+// noKeys describes an object none of whose keys is read.
+var noKeys = &objectKeys{}
+
+// KeyError is a key CheckKeys refuses.
+type KeyError struct {
+	// Field is the path of the key as the body spells it: keys joined by
+	// dots, array elements as [n] ("invoice.amount", "items[1].A"). For a
+	// malformed object it is the path of the object.
+	Field string
+	msg   string
+}
+
+func (e *KeyError) Error() string { return e.msg }
+
+// CheckKeys checks a request body with the check DecodeOrder makes of an
+// order, extended to every key: in each object at any depth, no key may
+// appear more than once or be another key of the object in another case,
+// and a key schema describes must be spelled exactly. encoding/json matches
+// keys case-insensitively and keeps the last of two, so without this a
+// body decoded as {"amount":"0.40"} could say "amount":"0.01" first, and a
+// passed-through body could carry both spellings to the provider. data
+// must be well-formed JSON (json.Valid, which also bounds its depth). The
+// error is a *KeyError.
+func CheckKeys(data []byte, schema *KeySchema) error {
+	i := skipJSONSpace(data, 0)
+	var err *keyError
+	switch {
+	case i >= len(data):
+		return nil
+	case data[i] == '{':
+		_, err = checkObjectKeys(data, i, schema.objectKeys(), true)
+	case data[i] == '[':
+		_, err = checkArrayKeys(data, i, noKeys, true)
+	}
+	if err == nil {
+		return nil
+	}
+	msg := err.msg
+	if len(err.path) > 0 {
+		msg = err.where() + ": " + msg
+	}
+	field := err.where()
+	if err.key != "" {
+		field = joinPath(field, err.key)
+	}
+	return &KeyError{Field: field, msg: msg}
+}
+
 // checkObjectKeys checks the object starting at data[i] against k and
-// returns the index just past it.
-func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
+// returns the index just past it. In strict mode (CheckKeys) every key of
+// the object is checked, not only k's: none may appear twice or be another
+// in another case; and the objects and arrays under keys k does not
+// describe are checked the same way.
+func checkObjectKeys(data []byte, i int, k *objectKeys, strict bool) (int, *keyError) {
 	var seen uint64
+	// folded maps each key's fold class to the key as first written, in
+	// strict mode.
+	var folded map[string]string
 	i++ // '{'
 	for {
 		i = skipJSONSpace(data, i)
@@ -112,28 +191,45 @@ func checkObjectKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
 				break
 			}
 			if foldEqual(key, kn) {
-				return -1, newKeyError("key %q is %q in another case; the field is read by its exact key", key, kn)
+				return -1, newKeyError("key %q is %q in another case; the field is read by its exact key", key, kn).at(key)
 			}
 		}
 		if exact >= 0 {
 			if seen&(1<<exact) != 0 {
-				return -1, newKeyError("key %q appears more than once", key)
+				return -1, newKeyError("key %q appears more than once", key).at(key)
 			}
 			seen |= 1 << exact
+		}
+		if strict {
+			if folded == nil {
+				folded = map[string]string{}
+			}
+			class := foldClass(key)
+			switch prev, ok := folded[class]; {
+			case ok && prev == string(key):
+				return -1, newKeyError("key %q appears more than once", key).at(key)
+			case ok:
+				return -1, newKeyError("key %q is %q in another case", key, prev).at(key)
+			}
+			folded[class] = string(key)
 		}
 		var err *keyError
 		switch {
 		case exact >= 0 && k.money:
 			i, err = checkMoneyValue(data, i, k.keys[exact])
 		case exact >= 0 && i < len(data) && data[i] == '{' && k.objects[k.keys[exact]] != nil:
-			i, err = checkObjectKeys(data, i, k.objects[k.keys[exact]])
+			i, err = checkObjectKeys(data, i, k.objects[k.keys[exact]], strict)
 		case exact >= 0 && i < len(data) && data[i] == '[' && k.arrays[k.keys[exact]] != nil:
-			i, err = checkArrayKeys(data, i, k.arrays[k.keys[exact]])
+			i, err = checkArrayKeys(data, i, k.arrays[k.keys[exact]], strict)
+		case strict && i < len(data) && data[i] == '{':
+			i, err = checkObjectKeys(data, i, noKeys, strict)
+		case strict && i < len(data) && data[i] == '[':
+			i, err = checkArrayKeys(data, i, noKeys, strict)
 		default:
 			i = skipJSONValue(data, i)
 		}
 		if err != nil {
-			return -1, err.in(k.keys[exact])
+			return -1, err.in(string(key))
 		}
 		if i < 0 {
 			return -1, newKeyError("unexpected end")
@@ -193,8 +289,9 @@ func isLowerASCII(b []byte) bool {
 }
 
 // checkArrayKeys checks each object of the array starting at data[i]
-// against k and returns the index just past the array.
-func checkArrayKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
+// against k and returns the index just past the array. In strict mode the
+// objects in nested arrays are checked too.
+func checkArrayKeys(data []byte, i int, k *objectKeys, strict bool) (int, *keyError) {
 	i++ // '['
 	for n := 0; ; {
 		i = skipJSONSpace(data, i)
@@ -210,7 +307,16 @@ func checkArrayKeys(data []byte, i int, k *objectKeys) (int, *keyError) {
 			continue
 		case '{':
 			var err *keyError
-			if i, err = checkObjectKeys(data, i, k); err != nil {
+			if i, err = checkObjectKeys(data, i, k, strict); err != nil {
+				return -1, err.in("[" + strconv.Itoa(n) + "]")
+			}
+		case '[':
+			if !strict {
+				i = skipJSONValue(data, i)
+				continue
+			}
+			var err *keyError
+			if i, err = checkArrayKeys(data, i, noKeys, strict); err != nil {
 				return -1, err.in("[" + strconv.Itoa(n) + "]")
 			}
 		default:
@@ -237,12 +343,31 @@ func foldEqual(key []byte, known string) bool {
 	return bytes.EqualFold(key, []byte(known))
 }
 
+// foldClass returns one string for all keys equal under Unicode case
+// folding (what strings.EqualFold and encoding/json's name matching take
+// as equal) and different strings for others: each rune becomes the
+// smallest rune it folds to, so "K", "k" and the Kelvin sign are all "K".
+func foldClass(key []byte) string {
+	b := make([]byte, 0, len(key))
+	for i := 0; i < len(key); {
+		r, n := utf8.DecodeRune(key[i:])
+		i += n
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b = utf8.AppendRune(b, least)
+	}
+	return string(b)
+}
+
 // keyError is what checkOrderKeys refuses, and where: the keys and array
 // indexes leading to the object, innermost first, added as the error
-// travels out.
+// travels out, and the key refused when there is one.
 type keyError struct {
 	msg  string
 	path []string
+	key  string
 }
 
 func newKeyError(format string, args ...any) *keyError {
@@ -255,18 +380,34 @@ func (e *keyError) in(key string) *keyError {
 	return e
 }
 
+// at names the key refused.
+func (e *keyError) at(key []byte) *keyError {
+	e.key = string(key)
+	return e
+}
+
 func (e *keyError) Error() string {
 	if len(e.path) == 0 {
 		return "the order: " + e.msg
 	}
-	var b strings.Builder
+	return e.where() + ": " + e.msg
+}
+
+// where is the path of the object the error is in, outermost first.
+func (e *keyError) where() string {
+	var p string
 	for i := len(e.path) - 1; i >= 0; i-- {
-		if b.Len() > 0 && e.path[i][0] != '[' {
-			b.WriteByte('.')
-		}
-		b.WriteString(e.path[i])
+		p = joinPath(p, e.path[i])
 	}
-	return b.String() + ": " + e.msg
+	return p
+}
+
+// joinPath appends a key, or an array index "[n]", to a path.
+func joinPath(path, key string) string {
+	if path == "" || strings.HasPrefix(key, "[") {
+		return path + key
+	}
+	return path + "." + key
 }
 
 func skipJSONSpace(data []byte, i int) int {
