@@ -20,8 +20,9 @@
 //
 // POST /v1/payins, /v1/payouts, /v1/refunds, /v1/requisites and
 // /v1/requisites/deactivate take the provider's own create bodies (same
-// field names). A body is decoded strictly (an unknown field, a key given
-// twice or in another case at any depth, or malformed JSON is 400),
+// field names). A body is decoded strictly (a body that is not UTF-8, an
+// unknown field, a key given twice or in another case at any depth, or
+// malformed JSON is 400),
 // validated locally (422 listing field and message, like the
 // provider's VALIDATION error), and then recorded as an attempt that is
 // committed before the provider is called, so no outcome can be lost:

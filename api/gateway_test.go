@@ -633,3 +633,34 @@ func TestAPI_Gateway_duplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestAPI_Gateway_invalidUTF8(t *testing.T) {
+	tests := []struct{ name, path, body string }{
+		{"payin merchantOrderId", "/v1/payins", payinBody("g-\xff", "1.00")},
+		{"payin another invalid merchantOrderId", "/v1/payins", payinBody("g-\xfe", "1.00")},
+		{"payin truncated sequence", "/v1/payins", payinBody("g-\xc3", "1.00")},
+		{"payin key", "/v1/payins", `{"merchantOrderId":"g-1","invoice":{"amount":"1.00","currency":"brl"},"client":{"na` + "\xff" + `me":"a"}}`},
+		{"payout passed-through value", "/v1/payouts", `{"merchantOrderId":"p-1","amount":{"amount":"1.00","currency":"brl"},"note":"` + "\xff" + `"}`},
+		{"refund reason", "/v1/refunds", `{"merchantOrderId":"paid","amount":"1.00","refundReason":"` + "\xed\xa0\x80" + `"}`},
+		{"watch", "/v1/watch", `{"merchantOrderId":"w-` + "\xff" + `","type":"payin","state":"in_doubt"}`},
+		{"outside any string", "/v1/payins", payinBody("g-2", "1.00") + "\xff"},
+		{"escaped lone surrogate", "/v1/payins", payinBody(`g-\ud800`, "1.00")},
+		{"escaped surrogates in the wrong order", "/v1/refunds", `{"merchantOrderId":"paid","amount":"1.00","refundReason":"\udc00\ud800"}`},
+	}
+	e := newEnv(t, setup{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post(tt.path, tt.body)
+			wantStatus(t, r, http.StatusBadRequest)
+			if msg, _ := r.json(t)["error"].(string); !strings.Contains(msg, "UTF-8") {
+				t.Errorf("answer = %s, want it to say the body is not UTF-8", r.body)
+			}
+		})
+	}
+	if as := e.attempts(); len(as) != 0 {
+		t.Errorf("bodies that are not UTF-8 created %d attempts", len(as))
+	}
+	if n := e.creates.Load(); n != 0 {
+		t.Errorf("bodies that are not UTF-8 reached the provider %d times", n)
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"orderd/provider"
 )
@@ -34,6 +37,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // readBody reads the whole request body, bounded by the configured size.
+// The body must be UTF-8, as JSON is: encoding/json would replace each bad
+// byte with U+FFFD, so "g-\xff" and "g-\xfe" would become one
+// merchantOrderId and one idempotency key.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -43,7 +49,23 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		}
 		return nil, &badRequestError{msg: "read body: " + err.Error()}
 	}
+	if !utf8.Valid(body) {
+		return nil, &badRequestError{msg: fmt.Sprintf("body is not valid UTF-8 (byte %d)", invalidUTF8At(body))}
+	}
 	return body, nil
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not part of
+// valid UTF-8, or -1.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // decodeStrict decodes body, which must be exactly one JSON object, into
@@ -98,6 +120,13 @@ func checkKeys(body []byte, schema *provider.KeySchema) error {
 	}
 	if !json.Valid(body) {
 		return nil
+	}
+	// encoding/json also turns an escaped lone surrogate ("\ud800") into
+	// U+FFFD, so that "g-\ud800" and "g-\udbff" would be one merchantOrderId
+	// too; the strict decoder (the provider's fast path) refuses it.
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
+	if _, err := dec.ReadValue(); err != nil {
+		return &badRequestError{msg: "body is not valid UTF-8 once unescaped: " + strings.TrimPrefix(err.Error(), "jsontext: ")}
 	}
 	if err := provider.CheckKeys(body, schema); err != nil {
 		var ke *provider.KeyError
