@@ -45,6 +45,7 @@
 // request's hash, so that two identical refund requests without the header
 // are one refund. Requisite creations are keyed by the Idempotency-Key
 // header, else by the request's hash; deactivations by the requisite id.
+// The header may be given once: a second Idempotency-Key header is 400.
 // For a key that already has an attempt:
 //   - an identical request (same canonical JSON) gets the stored outcome
 //     with 200: the same body as the first answer, or for an attempt still

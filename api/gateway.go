@@ -204,8 +204,13 @@ func requestHash(kind store.AttemptKind, canonical []byte) string {
 // merchantOrderId, shared by both kinds.
 func orderKey(merchantOrderID string) string { return "order:" + merchantOrderID }
 
-// headerKey reads the optional Idempotency-Key header.
+// headerKey reads the optional Idempotency-Key header. Given more than
+// once it is refused, like a repeated query parameter: which of two keys
+// the request meant cannot be told.
 func headerKey(r *http.Request) (string, error) {
+	if len(r.Header.Values(idempotencyHeader)) > 1 {
+		return "", &badRequestError{field: idempotencyHeader, msg: idempotencyHeader + " is given more than once"}
+	}
 	k := r.Header.Get(idempotencyHeader)
 	if k == "" {
 		return "", nil

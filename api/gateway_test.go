@@ -664,3 +664,50 @@ func TestAPI_Gateway_invalidUTF8(t *testing.T) {
 		t.Errorf("bodies that are not UTF-8 reached the provider %d times", n)
 	}
 }
+
+func TestAPI_Gateway_idempotencyKeyTwice(t *testing.T) {
+	e := newEnv(t, setup{})
+	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "paid", Amount: "50.00", Currency: "brl"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.Complete("paid"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, body string
+		keys             []string
+	}{
+		{"refund, two keys", "/v1/refunds", `{"merchantOrderId":"paid","amount":"1.00"}`, []string{"refund-a", "refund-b"}},
+		{"refund, the same key twice", "/v1/refunds", `{"merchantOrderId":"paid","amount":"1.00"}`, []string{"refund-a", "refund-a"}},
+		{"requisite, two keys", "/v1/requisites", `{"client":{"id":"c-1"},"currency":"mxn"}`, []string{"req-a", "req-b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range tt.keys {
+				req.Header.Add("Idempotency-Key", k)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var m map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || m["field"] != "Idempotency-Key" {
+				t.Errorf("status %d, answer %v; want 400 naming Idempotency-Key", resp.StatusCode, m)
+			}
+		})
+	}
+	if as := e.attempts(); len(as) != 0 {
+		t.Errorf("requests with two Idempotency-Keys created %d attempts", len(as))
+	}
+	if n := e.creates.Load(); n != 0 {
+		t.Errorf("requests with two Idempotency-Keys reached the provider %d times", n)
+	}
+}
