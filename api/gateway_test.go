@@ -1,7 +1,11 @@
 package api_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"path"
 	"slices"
@@ -531,6 +535,47 @@ func TestAPI_Gateway_bodyTooLarge(t *testing.T) {
 	e := newEnv(t, setup{maxBodySize: 256})
 	r := e.post("/v1/payins", `{"merchantOrderId":"m","client":{"name":"`+strings.Repeat("a", 400)+`"}}`)
 	wantStatus(t, r, http.StatusRequestEntityTooLarge)
+	if len(e.attempts()) != 0 {
+		t.Error("an oversized body created an attempt")
+	}
+}
+
+func TestAPI_Gateway_bodyTooLargeAnnounced(t *testing.T) {
+	e := newEnv(t, setup{maxBodySize: 256})
+	chunked := func(body string) string {
+		return fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	}
+	big := `{"merchantOrderId":"m","client":{"name":"` + strings.Repeat("a", 400) + `"}}`
+	tests := []struct{ name, rest string }{
+		// The body never comes: the answer must not wait for it.
+		{"Content-Length over the limit", "Content-Length: 99999999\r\n\r\n{\"merchantOrderId\":"},
+		{"Content-Length a little over the limit", "Content-Length: 1000\r\n\r\n{\"merchantOrderId\":"},
+		{"chunked body over the limit", chunked(big)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(c, "POST /v1/payins HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+tt.rest); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Errorf("status %d, want 413; body %s", resp.StatusCode, body)
+			}
+		})
+	}
 	if len(e.attempts()) != 0 {
 		t.Error("an oversized body created an attempt")
 	}

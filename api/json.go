@@ -41,6 +41,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // byte with U+FFFD, so "g-\xff" and "g-\xfe" would become one
 // merchantOrderId and one idempotency key.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		// Refused whatever it holds: answer now rather than wait for a
+		// body that may never come, and close the connection instead of
+		// reading the rest.
+		w.Header().Set("Connection", "close")
+		return nil, &tooLargeError{limit: s.cfg.MaxBodyBytes}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
