@@ -547,6 +547,39 @@ func TestAPI_watch(t *testing.T) {
 	wantStatus(t, e.post("/v1/watch", `{"merchantOrderId":"x","type":"payin","state":"created","why":1}`), http.StatusBadRequest)
 }
 
+func TestAPI_watch_inDoubtOfAnotherType(t *testing.T) {
+	e := newEnv(t, setup{})
+	wantStatus(t, e.post("/v1/payins", payinBody("g-1", "10.00")), http.StatusCreated)
+	wantStatus(t, e.post("/v1/watch", `{"merchantOrderId":"own-3","type":"payout","state":"in_doubt"}`), http.StatusAccepted)
+	tests := []struct {
+		name, body string
+		// kind is the existing attempt's.
+		kind string
+	}{
+		{"payout watched for a gateway payin", `{"merchantOrderId":"g-1","type":"payout","state":"in_doubt"}`, "payin"},
+		{"payin watched for a watched payout", `{"merchantOrderId":"own-3","type":"payin","state":"in_doubt"}`, "payout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post("/v1/watch", tt.body)
+			wantStatus(t, r, http.StatusConflict)
+			m := r.json(t)
+			msg, _ := field(m, "error.message").(string)
+			ves := asSlice(field(m, "error.validationErrors"))
+			if m["state"] != "rejected" || field(m, "error.code") != "IDEMPOTENCY_CONFLICT" ||
+				field(m, "attempt.kind") != tt.kind || !strings.Contains(msg, "type") ||
+				len(ves) != 1 || ves[0].(map[string]any)["field"] != "type" {
+				t.Errorf("answer = %s, want a conflict naming type and the %s attempt", r.body, tt.kind)
+			}
+		})
+	}
+	if n := len(e.attempts()); n != 2 {
+		t.Errorf("%d attempts, want the 2 there were", n)
+	}
+	// The same type is still the same creation.
+	wantStatus(t, e.post("/v1/watch", `{"merchantOrderId":"g-1","type":"payin","state":"in_doubt"}`), http.StatusOK)
+}
+
 func TestAPI_openAPI(t *testing.T) {
 	e := newEnv(t, setup{})
 	r := e.get("/v1/openapi.json")

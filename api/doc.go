@@ -69,7 +69,9 @@
 //
 // POST /v1/watch hands orderd an order a platform created itself: state
 // "created" puts it on the reconciler's watch list; "in_doubt" records an
-// in-doubt attempt that the reconciler settles like the gateway's own. Type
+// in-doubt attempt that the reconciler settles like the gateway's own, or
+// answers with the live attempt already holding the merchantOrderId — 409
+// naming type when that attempt is of the other type. Type
 // "requisite" with a requisiteId registers a deposit requisite for the
 // reconciler's sweep.
 //

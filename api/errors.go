@@ -45,6 +45,18 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("body is larger than %d bytes", e.limit)
 }
 
+// typeConflictError is a watch whose type is not that of the live attempt
+// holding its merchantOrderId.
+type typeConflictError struct {
+	existing store.Attempt
+	want     string
+}
+
+func (e *typeConflictError) Error() string {
+	return fmt.Sprintf("type is %s, but merchantOrderId %q belongs to a %s (attempt %d)",
+		e.want, e.existing.MerchantOrderID, e.existing.Kind, e.existing.ID)
+}
+
 // notReadyError names the readiness checks that failed.
 type notReadyError struct {
 	checks map[string]string
@@ -81,6 +93,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		large    *tooLargeError
 		fields   fieldErrors
 		conflict *store.AttemptConflictError
+		typeConf *typeConflictError
 		notReady *notReadyError
 	)
 	switch {
@@ -104,6 +117,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Error: rejectedError{Code: codeIdempotencyConflict,
 				Message: fmt.Sprintf("%s was already used by attempt %d with a different request",
 					describeKey(conflict.Existing), conflict.Existing.ID)}})
+	case errors.As(err, &typeConf):
+		v := newAttemptView(typeConf.existing)
+		writeJSON(w, http.StatusConflict, rejectedBody{State: "rejected", Attempt: &v,
+			Error: rejectedError{Code: codeIdempotencyConflict, Message: typeConf.Error(),
+				ValidationErrors: []provider.ValidationError{{Field: "type",
+					Message: fmt.Sprintf("is %s, but the merchantOrderId belongs to a %s", typeConf.want, typeConf.existing.Kind)}}}})
 	case errors.As(err, &notReady):
 		writeJSON(w, http.StatusServiceUnavailable, readyBody{Status: "not ready", Failing: notReady.failed, Checks: notReady.checks})
 	case errors.Is(err, ErrNotLeader):

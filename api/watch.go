@@ -115,6 +115,13 @@ func (s *server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if !isNew && a.Kind != kind {
+		// The merchantOrderId's live attempt is of the other type: the
+		// platform's order is not that creation, and answering with its
+		// state would tell the platform its order exists.
+		s.fail(w, r, &typeConflictError{existing: a, want: b.Type})
+		return
+	}
 	if !isNew {
 		writeJSON(w, http.StatusOK, outcomeBody(a))
 		return
