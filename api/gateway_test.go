@@ -209,6 +209,8 @@ func TestAPI_Payins_localValidation(t *testing.T) {
 		{"amount with a plus sign", payinBody("m", "+5.00"), 422, []string{"invoice.amount"}},
 		{"amount not a number", payinBody("m", "ten"), 422, []string{"invoice.amount"}},
 		{"amount with exponent", payinBody("m", "1e3"), 422, []string{"invoice.amount"}},
+		{"amount of 33 characters", payinBody("m", "1"+strings.Repeat("0", 29)+".00"), 422, []string{"invoice.amount"}},
+		{"amount of 64 characters", payinBody("m", "0."+strings.Repeat("0", 61)+"1"), 422, []string{"invoice.amount"}},
 		{"amount as a JSON number", `{"merchantOrderId":"m","invoice":{"amount":10.5,"currency":"brl"}}`, 422, []string{"invoice.amount"}},
 		{"currency uppercase", `{"merchantOrderId":"m","invoice":{"amount":"1","currency":"BRL"}}`, 422, []string{"invoice.currency"}},
 		{"currency too long", `{"merchantOrderId":"m","invoice":{"amount":"1","currency":"brla"}}`, 422, []string{"invoice.currency"}},
@@ -366,6 +368,9 @@ func TestAPI_Payouts(t *testing.T) {
 		{"amount as a number", `{"merchantOrderId":"p-3","amount":5}`, []string{"amount"}},
 		{"bad money object", `{"merchantOrderId":"p-3","amount":{"amount":"-1","currency":"BRL"}}`, []string{"amount.amount", "amount.currency"}},
 		{"bad webhook URL", `{"merchantOrderId":"p-3","webhookUrl":"nope"}`, []string{"webhookUrl"}},
+		{"amount of 33 characters", `{"merchantOrderId":"p-3","amount":"1` + strings.Repeat("0", 29) + `.00"}`, []string{"amount"}},
+		{"money object's amount of 33 characters", `{"merchantOrderId":"p-3","amount":{"amount":"1` + strings.Repeat("0", 29) + `.00","currency":"brl"}}`, []string{"amount.amount"}},
+		{"invoice amount of 33 characters", `{"merchantOrderId":"p-3","invoice":{"amount":"1` + strings.Repeat("0", 32) + `","currency":"brl"}}`, []string{"invoice.amount"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.post("/v1/payouts", tt.body)
@@ -379,6 +384,9 @@ func TestAPI_Payouts(t *testing.T) {
 				t.Errorf("fields = %v, want %v", got, tt.fields)
 			}
 		})
+	}
+	if n := len(e.fake.Calls(providertest.PathWithdrawalCreate)); n != 2 {
+		t.Errorf("%d withdrawal calls, want the 2 made before the bad bodies", n)
 	}
 }
 
@@ -448,6 +456,15 @@ func TestAPI_Refunds(t *testing.T) {
 		}
 		if want := []string{"amount", "id"}; !slices.Equal(got, want) {
 			t.Errorf("fields = %v, want %v", got, want)
+		}
+		long := e.post("/v1/refunds", `{"merchantOrderId":"paid","amount":"1`+strings.Repeat("0", 29)+`.00"}`)
+		wantStatus(t, long, http.StatusUnprocessableEntity)
+		if ves := asSlice(field(long.json(t), "error.validationErrors")); len(ves) != 1 ||
+			ves[0].(map[string]any)["field"] != "amount" || !strings.Contains(ves[0].(map[string]any)["message"].(string), "32") {
+			t.Errorf("answer to a 33-character amount = %s", long.body)
+		}
+		if n := len(e.fake.Calls(providertest.PathRefundCreate)); n != 3 {
+			t.Errorf("%d refund calls, want the 3 made before", n)
 		}
 		bad := e.post("/v1/refunds", refund, "Idempotency-Key", "has space")
 		wantStatus(t, bad, http.StatusBadRequest)

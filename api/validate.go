@@ -74,14 +74,24 @@ func (v *fieldErrors) text(field, value string, max int) {
 	}
 }
 
+// maxAmountLength bounds the amounts the gateway sends. orderd reads the
+// provider's amounts with provider.ParseAmount, which takes at most 64
+// characters; the provider's answers for an order (fees, conversions,
+// balances) can be longer than the amount sent, and an answer orderd
+// cannot read breaks its webhooks and the balances job for good. Half the
+// parser's limit leaves ample room.
+const maxAmountLength = 32
+
 // amount checks a required amount: an unsigned numeric string greater than
-// zero.
+// zero, at most maxAmountLength characters.
 func (v *fieldErrors) amount(field, value string) decimal.Decimal {
 	if !v.required(field, value) {
 		return decimal.Decimal{}
 	}
 	d, err := provider.ParseAmount(value)
 	switch {
+	case len(value) > maxAmountLength:
+		v.add(field, "must be at most "+strconv.Itoa(maxAmountLength)+" characters")
 	case err != nil || value[0] == '+':
 		// The provider writes amounts unsigned; a "+" is not sent on.
 		v.add(field, "must be a decimal number in a string, like \"10.50\"")
