@@ -520,6 +520,16 @@ func TestAPI_watch(t *testing.T) {
 		if err != nil || len(reqs) != 1 || reqs[0].ID != id || reqs[0].Source != store.RequisiteFromWatch {
 			t.Errorf("requisites = %+v, %v", reqs, err)
 		}
+		// The provider does not know this id: deactivating it answers
+		// the provider's refusal, and orderd stops sweeping it all the
+		// same (after one last sweep).
+		d := e.post("/v1/requisites/deactivate", `{"id":"`+id+`"}`)
+		if d.status < 400 || !strings.Contains(string(d.body), "WALLET_NOT_FOUND") {
+			t.Errorf("deactivating an id the provider does not know = %d %s, want its WALLET_NOT_FOUND", d.status, d.body)
+		}
+		if reqs, err := e.store.Requisites(t.Context(), true); err != nil || len(reqs) != 0 {
+			t.Errorf("active requisites after the deactivation = %+v, %v; want none", reqs, err)
+		}
 	})
 	bad := []struct {
 		name, body string

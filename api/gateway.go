@@ -112,7 +112,7 @@ func (s *server) outcome(res callResult) store.AttemptOutcome {
 	case errors.As(res.err, &perr):
 		body, _ := json.Marshal(perr) // plain fields always marshal
 		return store.AttemptOutcome{State: store.AttemptRejected, ErrorCode: string(perr.Code),
-			Detail: res.err.Error(), Response: body}
+			Detail: res.err.Error(), Response: body, DeactivatedRequisite: res.deactivated}
 	case errors.Is(res.err, provider.ErrNotSent):
 		body, _ := json.Marshal(provider.Error{Code: codeNotSent})
 		return store.AttemptOutcome{State: store.AttemptRejected, ErrorCode: codeNotSent,
@@ -642,6 +642,12 @@ func (s *server) handleRequisiteDeactivate(w http.ResponseWriter, r *http.Reques
 		key: func(string) string { return store.RequisiteDeactivateKey(id) },
 		do: func(ctx context.Context) callResult {
 			raw, err := s.deps.Provider.DeactivateRequisite(ctx, id)
+			if provider.ErrorCode(err) == provider.CodeWalletNotFound {
+				// The provider does not know the id (registered by
+				// mistake through /v1/watch, say): its answer stands,
+				// and orderd stops sweeping it after one last sweep.
+				return callResult{err: err, deactivated: id}
+			}
 			if err != nil {
 				return callResult{err: err}
 			}

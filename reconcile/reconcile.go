@@ -102,6 +102,7 @@ type BalanceStore interface {
 type RequisiteStore interface {
 	GatewayRequisites(ctx context.Context) ([]string, error)
 	Requisites(ctx context.Context, activeOnly bool) ([]store.Requisite, error)
+	RequisitesToSweep(ctx context.Context) ([]store.Requisite, error)
 	MarkRequisiteSwept(ctx context.Context, id string, at time.Time, recovered int) error
 }
 

@@ -18,7 +18,8 @@ const requisitePage = 100
 // ignores offset and answers the same page forever.
 const maxRequisitePages = 10_000
 
-// RunRequisites sweeps every active deposit requisite: deposits create
+// RunRequisites sweeps every active deposit requisite, and once more each
+// deactivated one not yet swept past its deactivation: deposits create
 // orders by themselves, and a lost webhook would mean money received that
 // the merchant never credits. For each requisite the sweep pages through
 // client-requisite/get-orders-list from its last sweep (less
@@ -45,7 +46,7 @@ func (r *Reconciler) requisites(ctx context.Context, c *counts) error {
 	if err := r.syncGatewayRequisites(ctx); err != nil {
 		return err
 	}
-	list, err := r.store.Requisites(ctx, true)
+	list, err := r.store.RequisitesToSweep(ctx)
 	if err != nil {
 		return err
 	}
@@ -132,6 +133,13 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 		orders, err := r.client.RequisiteOrders(ctx, provider.RequisiteOrdersRequest{
 			ID: req.ID, CreatedAtFrom: from, CreatedAtTo: to, Limit: requisitePage, Offset: offset,
 		})
+		if !req.Active && provider.ErrorCode(err) == provider.CodeWalletNotFound {
+			// The last sweep of a deactivated requisite the provider
+			// does not know (an id registered by mistake): it never
+			// took a deposit, so there is nothing left to find.
+			log.Info("deactivated requisite unknown to the provider; its sweep ends", "err", err)
+			return r.store.MarkRequisiteSwept(ctx, req.ID, to, recovered)
+		}
 		if err != nil {
 			return fmt.Errorf("list orders from offset %d: %w", offset, err)
 		}

@@ -62,14 +62,33 @@ func TestReconciler_RunRequisites_recoversDepositsNoWebhookBrought(t *testing.T)
 		t.Fatalf("second sweep asked %s", last)
 	}
 
-	// A deactivated requisite is not swept.
+	// A deposit after that sweep, its webhook lost, then the requisite is
+	// deactivated: one last sweep still finds the deposit, and after it
+	// the requisite is not swept again.
+	e.clock.Advance(time.Minute)
+	late, err := e.fake.Deposit(req.ID, "40.00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
 	if err := e.st.DeactivateRequisite(t.Context(), req.ID); err != nil {
 		t.Fatal(err)
 	}
+	e.clock.Advance(time.Minute)
 	n := len(e.fake.Calls(providertest.PathRequisiteOrders))
+	s = e.run(e.rec.RunRequisites)
+	if s.Counts["recovered"] != 1 || len(e.fake.Calls(providertest.PathRequisiteOrders)) != n+1 {
+		t.Fatalf("last sweep after the deactivation: counts %v, %d calls; want the late deposit recovered in one call",
+			s.Counts, len(e.fake.Calls(providertest.PathRequisiteOrders))-n)
+	}
+	if v := e.order(late.MerchantOrderID); v.LearnedVia != store.SourcePoll {
+		t.Errorf("the late deposit learned via %s, want poll", v.LearnedVia)
+	}
+	e.clock.Advance(time.Hour)
+	n = len(e.fake.Calls(providertest.PathRequisiteOrders))
 	e.run(e.rec.RunRequisites)
 	if got := len(e.fake.Calls(providertest.PathRequisiteOrders)); got != n {
-		t.Fatalf("deactivated requisite swept")
+		t.Fatalf("deactivated requisite swept again after its last sweep")
 	}
 }
 
@@ -152,7 +171,8 @@ func TestReconciler_RunRequisites_unknownRequisiteLeavesRunPartial(t *testing.T)
 		t.Errorf("the unknown requisite was asked for %d times in two runs, want 2", asked)
 	}
 
-	// With the known one deactivated, nothing could be swept: a failure.
+	// With the known one deactivated (and swept a last time), nothing
+	// could be swept: a failure.
 	list, err := e.st.Requisites(t.Context(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -164,9 +184,28 @@ func TestReconciler_RunRequisites_unknownRequisiteLeavesRunPartial(t *testing.T)
 			}
 		}
 	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunRequisites)
+	e.clock.Advance(time.Minute)
 	s, err := e.rec.RunRequisites(t.Context())
 	if err == nil || s.Result() != reconcile.ResultFailed {
 		t.Fatalf("run with only the unknown requisite: result %s, err %v; want failed", s.Result(), err)
+	}
+
+	// Deactivated too, its last sweep meets the provider's
+	// WALLET_NOT_FOUND: nothing to find, so the sweep ends without an
+	// error and the id is not asked for again.
+	if err := e.st.DeactivateRequisite(t.Context(), bogus); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	if s := e.run(e.rec.RunRequisites); s.Result() != reconcile.ResultOK {
+		t.Fatalf("last sweep of the unknown requisite: result %s, counts %v; want ok", s.Result(), s.Counts)
+	}
+	n := len(e.fake.Calls(providertest.PathRequisiteOrders))
+	e.clock.Advance(time.Minute)
+	if s := e.run(e.rec.RunRequisites); s.Counts["requisites"] != 0 || len(e.fake.Calls(providertest.PathRequisiteOrders)) != n {
+		t.Fatalf("after its last sweep: counts %v, %d more calls; want none", s.Counts, len(e.fake.Calls(providertest.PathRequisiteOrders))-n)
 	}
 }
 

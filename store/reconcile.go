@@ -397,8 +397,9 @@ func (tx *Tx) UpsertRequisite(r Requisite) error {
 	return nil
 }
 
-// DeactivateRequisite stops sweeping the requisite with id. Deactivating
-// an unknown requisite is not an error.
+// DeactivateRequisite stops sweeping the requisite with id after one last
+// sweep up to its deactivation (see RequisitesToSweep). Deactivating an
+// unknown requisite is not an error.
 func (tx *Tx) DeactivateRequisite(id string) error {
 	_, err := tx.Exec(`UPDATE requisites SET active = 0, deactivated_at = ? WHERE requisite_id = ? AND active = 1`,
 		tx.Now().UnixMilli(), strings.ToLower(id))
@@ -423,11 +424,24 @@ func (s *Store) DeactivateRequisite(ctx context.Context, id string) error {
 // Requisites returns the registered requisites, only the active ones when
 // activeOnly, in registration order.
 func (s *Store) Requisites(ctx context.Context, activeOnly bool) ([]Requisite, error) {
-	q := `SELECT requisite_id, currency, source, active, created_at, last_swept_at, recovered FROM requisites`
+	where := ``
 	if activeOnly {
-		q += ` WHERE active = 1`
+		where = ` WHERE active = 1`
 	}
-	rows, err := s.rdb.QueryContext(ctx, q+` ORDER BY id`)
+	return s.requisites(ctx, where)
+}
+
+// RequisitesToSweep returns, in registration order, the active requisites
+// and the deactivated ones not yet swept past their deactivation: a
+// deposit made after the last sweep and before the deactivation, whose
+// webhook was lost, is still found by that last sweep.
+func (s *Store) RequisitesToSweep(ctx context.Context) ([]Requisite, error) {
+	return s.requisites(ctx, ` WHERE active = 1 OR last_swept_at IS NULL OR last_swept_at < deactivated_at`)
+}
+
+func (s *Store) requisites(ctx context.Context, where string) ([]Requisite, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT requisite_id, currency, source, active, created_at, last_swept_at, recovered
+		FROM requisites`+where+` ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("requisites: %w", err)
 	}
