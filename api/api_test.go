@@ -462,7 +462,20 @@ func TestAPI_outboxResend(t *testing.T) {
 	if err := e.store.SetAsideEvent(t.Context(), store.SetAside{Seq: evs[0].Seq, ID: "ev-1", EventSubject: "k", Reason: "too large"}); err != nil {
 		t.Fatal(err)
 	}
-	r = e.post("/v1/outbox/resend", "")
+	// A field it does not take is refused, naming it, and requeues nothing.
+	before, err := e.store.PendingEvents(t.Context(), evs[0].Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = e.post("/v1/outbox/resend", `{"all":true}`)
+	wantStatus(t, r, http.StatusBadRequest)
+	if !strings.Contains(string(r.body), "all") {
+		t.Errorf("answer %s does not name the field", r.body)
+	}
+	if p, err := e.store.PendingEvents(t.Context(), evs[0].Seq, 10); err != nil || len(p) != len(before) {
+		t.Fatalf("a refused resend: %d events pending, %d before (%v)", len(p), len(before), err)
+	}
+	r = e.post("/v1/outbox/resend", "{}")
 	wantStatus(t, r, http.StatusOK)
 	if got := r.json(t)["requeued"]; got != float64(1) {
 		t.Fatalf("requeued = %v, want 1", got)
