@@ -178,3 +178,37 @@ func TestReconciler_RunDoubt_createdButConflicting(t *testing.T) {
 		t.Fatalf("unresolved_creation findings = %+v", fs)
 	}
 }
+
+// An in-doubt payout whose merchantOrderId get-status finds as a payin was
+// not that payout: the provider keeps one order per merchantOrderId. It is
+// never settled as created (the platform would take its payout as made);
+// it stays in doubt and becomes an unresolved_creation finding for a human.
+func TestReconciler_RunDoubt_orderOfAnotherType(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: reconcile.Config{UnresolvedAfter: time.Hour}})
+	e.createAtFake("twin", "30.00", provider.TypePayin)
+	a, isNew, err := e.st.BeginAttempt(t.Context(), store.NewAttempt{
+		Kind: store.AttemptPayout, Origin: store.OriginGateway, MerchantOrderID: "twin",
+		IdempotencyKey: "order:twin", Request: json.RawMessage(`{"merchantOrderId":"twin","amount":"30.00"}`),
+		RequestHash: "hash-twin", State: store.AttemptInDoubt, Detail: "timeout",
+	})
+	if err != nil || !isNew {
+		t.Fatalf("begin attempt: new %v, %v", isNew, err)
+	}
+
+	e.clock.Advance(doubtMinAge + time.Second)
+	s := e.run(e.rec.RunDoubt)
+	if s.Counts["created"] != 0 || s.Counts["not_created"] != 0 || s.Counts["errors"] != 1 || s.Counts["postponed"] != 1 {
+		t.Fatalf("counts = %v, want the payout left in doubt", s.Counts)
+	}
+	if got := e.attempt(a.ID); got.State != store.AttemptInDoubt {
+		t.Fatalf("payout attempt settled as %s by a payin's status", got.State)
+	}
+	e.clock.Advance(time.Hour)
+	e.run(e.rec.RunDoubt)
+	if fs := e.findings(store.FindingUnresolvedCreation, "open"); len(fs) != 1 || fs[0].Key != "twin" {
+		t.Fatalf("unresolved_creation findings = %+v, want one for twin", fs)
+	}
+	if evs := e.eventsOf("order.not_created", ""); len(evs) != 0 {
+		t.Fatalf("order.not_created events = %d, want none", len(evs))
+	}
+}

@@ -419,17 +419,23 @@ func (s *Store) SettleAttemptCreated(ctx context.Context, id int64, obs Observat
 type settleCreatedCmd struct {
 	ID  int64
 	Obs Observation
-	// legacy: an entry of the kind written before a found order that
-	// contradicts a stored identity settled the attempt with an
-	// identity_conflict finding; then it failed the command.
-	legacy bool
+	// rules is the version of the rules an entry was written with, which
+	// it keeps on replay; 0 is the latest (3). Up to 1 a found order that
+	// contradicts a stored identity failed the command (since 2 it settles
+	// the attempt with an identity_conflict finding); up to 2 a found order
+	// of another type than the attempt's settled it as created (since 3
+	// it fails the command).
+	rules int
 }
 
 func (c *settleCreatedCmd) Kind() string {
-	if c.legacy {
+	switch c.rules {
+	case 1:
 		return "attempt.settle_created"
+	case 2:
+		return "attempt.settle_created.2"
 	}
-	return "attempt.settle_created.2"
+	return "attempt.settle_created.3"
 }
 
 func (c *settleCreatedCmd) Apply(tx *Tx) (any, error) { return nil, c.apply(tx) }
@@ -443,9 +449,17 @@ func (c *settleCreatedCmd) apply(tx *Tx) error {
 	if obs.Order != nil && a.MerchantOrderID != "" && obs.Order.MerchantOrderID != a.MerchantOrderID {
 		return fmt.Errorf("order %q is not the attempt's %q", obs.Order.MerchantOrderID, a.MerchantOrderID)
 	}
+	if c.rules == 0 && obs.Order != nil && string(obs.Order.Type) != string(a.Kind) {
+		// The merchantOrderId is another order's, of another type: this
+		// creation was not it. Whether it was made at all get-status
+		// cannot say, so the attempt stays in doubt for a human (an
+		// unresolved_creation finding in time), never "created".
+		return fmt.Errorf("%w: get-status found a %s under merchantOrderId %q, not the attempt's %s",
+			ErrConflict, obs.Order.Type, a.MerchantOrderID, a.Kind)
+	}
 	detail := a.Detail
 	if _, err := tx.ApplyObservation(obs); err != nil {
-		if c.legacy || !errors.Is(err, ErrConflict) {
+		if c.rules == 1 || !errors.Is(err, ErrConflict) {
 			return err
 		}
 		// The provider created the order, so the creation is settled;

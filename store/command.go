@@ -252,7 +252,9 @@ func init() {
 	// Kinds whose rules changed keep their old rules for the entries
 	// written with them.
 	RegisterCommand((&finishAttemptCmd{legacy: true}).Kind(), func() Command { return &finishAttemptCmd{legacy: true} })
-	RegisterCommand((&settleCreatedCmd{legacy: true}).Kind(), func() Command { return &settleCreatedCmd{legacy: true} })
+	for _, rules := range []int{1, 2} {
+		RegisterCommand((&settleCreatedCmd{rules: rules}).Kind(), func() Command { return &settleCreatedCmd{rules: rules} })
+	}
 }
 
 // newOf returns a constructor of zero commands of c's type.

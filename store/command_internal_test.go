@@ -76,7 +76,7 @@ func TestAttemptCommands_legacyKindsKeepTheirRules(t *testing.T) {
 	if err != nil || !isNew || b2.State != AttemptInDoubt {
 		t.Fatalf("second attempt: %+v new %v, %v", b2, isNew, err)
 	}
-	settle := &settleCreatedCmd{ID: b2.ID, Obs: *observe(raw), legacy: true}
+	settle := &settleCreatedCmd{ID: b2.ID, Obs: *observe(raw), rules: 1}
 	if b, err = EncodeOps([]Op{{At: time.Now(), Cmd: settle}}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,49 @@ func TestAttemptCommands_legacyKindsKeepTheirRules(t *testing.T) {
 	if got, err := s.AttemptByID(ctx, b2.ID); err != nil || got.State != b2.State {
 		t.Fatalf("attempt after a failed legacy settle: %+v %v", got, err)
 	}
-	if (&settleCreatedCmd{}).Kind() != "attempt.settle_created.2" {
-		t.Fatal("new settle entries must not take the legacy kind")
+	if (&settleCreatedCmd{}).Kind() != "attempt.settle_created.3" {
+		t.Fatal("new settle entries must not take an older kind")
+	}
+
+	// attempt.settle_created.2: a found order of another type than the
+	// attempt's settles it as created, as it did then; the latest rules
+	// refuse it and leave the attempt in doubt.
+	payout := func(key string) Attempt {
+		a, isNew, err := s.BeginAttempt(ctx, NewAttempt{Kind: AttemptPayout, Origin: OriginGateway, MerchantOrderID: "m2",
+			IdempotencyKey: key, Request: json.RawMessage(`{"merchantOrderId":"m2","k":"` + key + `"}`), RequestHash: key,
+			State: AttemptInDoubt, AnyRequest: true})
+		if err != nil || !isNew {
+			t.Fatalf("payout attempt %s: new %v, %v", key, isNew, err)
+		}
+		return a
+	}
+	payin := observe(bytes.ReplaceAll(bytes.Replace(raw, []byte(`"provider-m1"`), []byte(`"provider-m2"`), 1), []byte(`"m1"`), []byte(`"m2"`)))
+	seq := uint64(3)
+	for _, tc := range []struct {
+		rules int
+		kind  string
+		want  AttemptState
+	}{
+		{2, "attempt.settle_created.2", AttemptCreated},
+		{0, "attempt.settle_created.3", AttemptInDoubt},
+	} {
+		a := payout("payout:m2:" + tc.kind)
+		if b, err = EncodeOps([]Op{{At: time.Now(), Cmd: &settleCreatedCmd{ID: a.ID, Obs: *payin, rules: tc.rules}}}); err != nil {
+			t.Fatal(err)
+		}
+		if ops, err = DecodeOps(b); err != nil || ops[0].Cmd.Kind() != tc.kind {
+			t.Fatalf("decoded %v: %v, want %s", ops, err, tc.kind)
+		}
+		res, err := s.ApplyLog(ctx, seq, ops)
+		seq++
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == AttemptInDoubt && !errors.Is(res[0].Err, ErrConflict) {
+			t.Errorf("%s: %v, want the other type as a conflict", tc.kind, res[0].Err)
+		}
+		if got, err := s.AttemptByID(ctx, a.ID); err != nil || got.State != tc.want {
+			t.Errorf("%s: payout attempt settled by a payin is %s (%v), want %s", tc.kind, got.State, err, tc.want)
+		}
 	}
 }
