@@ -15,6 +15,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -749,7 +750,10 @@ func TestStop(t *testing.T) {
 	}
 }
 
-func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
+// relayNATSDown is a relay over a real store whose NATS server was
+// reachable when it connected and has gone since.
+func relayNATSDown(t *testing.T) (*publish.Relay, *nats.Conn, *store.Store) {
+	t.Helper()
 	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
 	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: e.ClientURL()})
 	if err != nil {
@@ -762,12 +766,17 @@ func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	r := newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}}, st, js)
 	e.Shutdown()
+	return r, nc, st
+}
+
+func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
+	r, nc, st := relayNATSDown(t)
 	apply(t, st, newTestOrder("stuck", 0), "completed", false, store.SourceWebhook)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = publish.Stop(ctx, r, nc, nil)
+	err := publish.Stop(ctx, r, nc, nil)
 	if err == nil || !strings.Contains(err.Error(), "flush outbox") {
 		t.Errorf("Stop = %v, want the flush error", err)
 	}
@@ -783,18 +792,7 @@ func TestStop_FlushBoundedWhileNATSIsDown(t *testing.T) {
 }
 
 func TestStop_NothingToFlushWhileNATSIsDown(t *testing.T) {
-	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
-	nc, err := publish.Connect(t.Context(), publish.ConnConfig{URL: e.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := publish.NewJetStream(nc, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := openStore(t, store.Options{})
-	r := newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{}}, st, js)
-	e.Shutdown()
+	r, nc, _ := relayNATSDown(t)
 
 	// Nothing is unpublished: Flush has no reason to wait for NATS.
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
