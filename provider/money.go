@@ -35,16 +35,16 @@ func MustMoney(amount, currency string) Money {
 	return m
 }
 
-// maxAmountLen bounds an amount's text; the longest the provider writes is
+// MaxAmountLen bounds an amount's text; the longest the provider writes is
 // far shorter.
-const maxAmountLen = 64
+const MaxAmountLen = 64
 
 // ParseAmount parses a numeric string as an exact decimal. It accepts only
 // plain decimal notation (optional sign, digits, optional fraction) of at
 // most 64 characters, which is what the provider writes; exponents, NaN
 // and empty strings are errors.
 func ParseAmount(s string) (decimal.Decimal, error) {
-	if len(s) > maxAmountLen {
+	if len(s) > MaxAmountLen {
 		return decimal.Decimal{}, &amountError{s: s, tooLong: true}
 	}
 	if !isPlainDecimal(s) {
@@ -65,13 +65,13 @@ func (e *amountError) Error() string { return "amount " + e.problem() }
 // the field instead.
 func (e *amountError) problem() string {
 	if e.tooLong {
-		return fmt.Sprintf("too long (%d characters; at most %d)", len(e.s), maxAmountLen)
+		return fmt.Sprintf("too long (%d characters; at most %d)", len(e.s), MaxAmountLen)
 	}
 	return strconv.Quote(e.s) + " is not a decimal number"
 }
 
 func isPlainDecimal(s string) bool {
-	if len(s) == 0 || len(s) > maxAmountLen {
+	if len(s) == 0 || len(s) > MaxAmountLen {
 		return false
 	}
 	i := 0

@@ -1242,7 +1242,11 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string, isNul
 		// through a float.
 		dec, err := provider.ParseAmount(s)
 		if err != nil {
-			d.fail(n, path, "%q is not a decimal number", s)
+			if len(s) > provider.MaxAmountLen {
+				d.fail(n, path, "is too long for an amount (%d characters; at most %d)", len(s), provider.MaxAmountLen)
+			} else {
+				d.fail(n, path, "%q is not a decimal number", s)
+			}
 			return
 		}
 		v.Set(reflect.ValueOf(dec))

@@ -190,6 +190,11 @@ func TestParseConfig_Errors(t *testing.T) {
 			want: []string{`reconcile.drift_tolerance.usd: "1e-2" is not a decimal number`},
 		},
 		{
+			name: "decimal too long",
+			yaml: "reconcile:\n  drift_tolerance:\n    usd: 0." + strings.Repeat("1", 70) + "\n",
+			want: []string{`reconcile.drift_tolerance.usd: is too long for an amount (72 characters; at most 64)`},
+		},
+		{
 			name: "section given a scalar",
 			yaml: "receiver: 8080\n",
 			want: []string{"receiver: want a mapping of keys, got a scalar"},
