@@ -45,6 +45,14 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("body is larger than %d bytes", e.limit)
 }
 
+// slowBodyError is a body that did not arrive within the server's read
+// timeout.
+type slowBodyError struct{ err error }
+
+func (e *slowBodyError) Error() string {
+	return "the body did not arrive in time: " + e.err.Error()
+}
+
 // typeConflictError is a watch whose type is not that of the live attempt
 // holding its merchantOrderId.
 type typeConflictError struct {
@@ -91,6 +99,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		bad      *badRequestError
 		large    *tooLargeError
+		slow     *slowBodyError
 		fields   fieldErrors
 		conflict *store.AttemptConflictError
 		typeConf *typeConflictError
@@ -108,6 +117,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: bad.msg, Field: bad.field})
 	case errors.As(err, &large):
 		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: large.Error()})
+	case errors.As(err, &slow):
+		writeJSON(w, http.StatusRequestTimeout, errorBody{Error: slow.Error()})
 	case errors.As(err, &fields):
 		writeJSON(w, http.StatusUnprocessableEntity, rejectedBody{State: "rejected",
 			Error: rejectedError{Code: string(provider.CodeValidation), ValidationErrors: fields}})

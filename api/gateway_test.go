@@ -557,6 +557,36 @@ func TestAPI_Gateway_bodyTooLarge(t *testing.T) {
 	}
 }
 
+// A body that stops arriving is answered 408 once the server's read
+// timeout passes, not 400 as if it were malformed; nothing is created.
+func TestAPI_Gateway_bodyTooSlow(t *testing.T) {
+	e := newEnv(t, setup{readTimeout: 300 * time.Millisecond})
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "POST /v1/payins HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 100\r\n\r\n{\"merchantOrderId\":"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive in time") {
+		t.Errorf("status %d, body %s; want 408 saying the body did not arrive in time", resp.StatusCode, body)
+	}
+	if len(e.attempts()) != 0 {
+		t.Error("a body that never arrived created an attempt")
+	}
+}
+
 func TestAPI_Gateway_bodyTooLargeAnnounced(t *testing.T) {
 	e := newEnv(t, setup{maxBodySize: 256})
 	chunked := func(body string) string {

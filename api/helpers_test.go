@@ -33,6 +33,8 @@ type setup struct {
 	metrics     http.Handler
 	noProvider  bool
 	maxBodySize int64
+	// readTimeout is the server's http.Server.ReadTimeout (0: none).
+	readTimeout time.Duration
 }
 
 // env is an admin API served over loopback from a real store in a temp
@@ -88,7 +90,9 @@ func newEnv(t testing.TB, su setup) *env {
 	}
 	h := api.New(api.Config{Token: su.token, PublicURL: testPublicURL, MaxBodyBytes: su.maxBodySize,
 		Logger: slog.New(slog.DiscardHandler)}, deps)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ReadTimeout = su.readTimeout
+	srv.Start()
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

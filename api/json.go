@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -53,6 +54,13 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &tooLargeError{limit: mbe.Limit}
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// The connection's read deadline has passed: nothing more
+			// can be read from it, so it closes after the answer.
+			w.Header().Set("Connection", "close")
+			return nil, &slowBodyError{err: err}
 		}
 		return nil, &badRequestError{msg: "read body: " + err.Error()}
 	}
