@@ -47,7 +47,64 @@ const reportFileMode = 0o640
 // the same readers, set explicitly for the same reason.
 const reportDirMode = 0o750
 
+// ErrNotRegularFile is a report path that names something other than a
+// regular file: a device, a FIFO, a directory, a socket. Writing a report
+// renames a new file over its path, which would replace such a node (as
+// root, /dev/null itself) rather than write to it.
+var ErrNotRegularFile = errors.New("not a regular file")
+
+// reportPath is where a report for path is written: path itself, or the
+// file a symbolic link at path points to, so that the link stays a link.
+// Anything there other than a regular file is ErrNotRegularFile.
+func reportPath(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%s is a symbolic link to a missing file", path)
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi, err = os.Stat(target); err != nil {
+			return "", err
+		}
+		path = target
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is %w (%s)", path, ErrNotRegularFile, fileKind(fi.Mode()))
+	}
+	return path, nil
+}
+
+// fileKind names the kind of a file mode that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
 func createAtomic(path string) (*atomicFile, error) {
+	path, err := reportPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("report file: %w", err)
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."

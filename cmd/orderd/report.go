@@ -23,8 +23,9 @@ func reportCommand() command {
 			"the end of the period is listed as open in the period it was created in.\n\n" +
 			"Without -o the report goes to standard output; a CSV report there holds the order lines,\n" +
 			"an empty line, then the per-currency summary. With -o FILE it is written atomically (a\n" +
-			"temporary file renamed into place) and a CSV report puts its summary in FILE-summary.csv\n" +
-			"(report.csv: report-summary.csv); the paths written are printed.\n\n" +
+			"temporary file renamed into place; FILE must be a regular file or missing, and a symbolic link\n" +
+			"is followed) and a CSV report puts its summary in FILE-summary.csv (report.csv:\n" +
+			"report-summary.csv); the paths written are printed.\n\n" +
 			"The store is opened read-only, so this works beside a running daemon.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			from := fs.String("from", "", "start of the period, inclusive: a `DATE` (2006-01-02) or an RFC 3339 time (required)")
@@ -67,6 +68,9 @@ func reportCommand() command {
 					return rep.Write(ctx, e.Stdout, p, *format, reconcile.WriteOptions{})
 				}
 				if err := rep.WriteFile(ctx, *out, p, *format); err != nil {
+					if errors.Is(err, reconcile.ErrNotRegularFile) {
+						return e.usagef("-o: %v; leave -o out to write to standard output", err)
+					}
 					return err
 				}
 				fmt.Fprintln(e.Stdout, *out)

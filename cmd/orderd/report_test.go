@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,6 +154,52 @@ func TestReport_run(t *testing.T) {
 		b, err := os.ReadFile(out)
 		if err != nil || !strings.Contains(string(b), `<table id="orders" class="lines">`) || !strings.Contains(string(b), `href="nov.csv"`) {
 			t.Errorf("html file (%v):\n%s", err, b)
+		}
+	})
+
+	// -o onto something that is not a regular file is refused, naming -o,
+	// and leaves it as it was: writing renames a new file over the path,
+	// which would replace a FIFO or a device node (as root, /dev/null).
+	t.Run("-o not a regular file", func(t *testing.T) {
+		dir := t.TempDir()
+		fifo := filepath.Join(dir, "pipe")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []string{fifo, dir} {
+			r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "json", "-o", out}, period...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, "-o") || !strings.Contains(r.stderr, "not a regular file") {
+				t.Errorf("-o %s: exit %d, stderr %q; want 2 naming -o", out, r.code, r.stderr)
+			}
+		}
+		if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("the FIFO after the refused report: %v %v", fi.Mode(), err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("the directory holds %d entries after the refusals, want only the FIFO", len(entries))
+		}
+	})
+
+	// -o onto a symbolic link writes the file it points to; the link stays.
+	t.Run("-o a symbolic link", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(dir, "nov.json")
+		if err := os.WriteFile(target, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, "latest.json")
+		if err := os.Symlink("nov.json", link); err != nil {
+			t.Fatal(err)
+		}
+		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "json", "-o", link}, period...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("the link after the report: %v %v, want still a link", fi.Mode(), err)
+		}
+		if b, err := os.ReadFile(target); err != nil || !strings.Contains(string(b), `"currencies"`) {
+			t.Errorf("the link's target after the report (%v): %.80s", err, b)
 		}
 	})
 
