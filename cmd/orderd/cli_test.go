@@ -235,7 +235,8 @@ func TestReconcile_RateFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-rate", "-1"}, "orderd reconcile: -rate -1 must be positive"},
+		{[]string{"-rate", "-1"}, "orderd reconcile: -rate -1 must be a positive number"},
+		{[]string{"-rate", "NaN"}, "orderd reconcile: -rate NaN must be a positive number"},
 		{[]string{"-rate", "11"}, "orderd reconcile: -rate 11 is above provider.rate_limit (10)"},
 		{[]string{"-rate", "fast"}, `invalid value "fast" for flag -rate`},
 	}

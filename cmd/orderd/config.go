@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto"
 	"errors"
 	"fmt"
@@ -392,6 +393,9 @@ type configUse struct {
 	NATS bool
 }
 
+// maxConfigBytes bounds the configuration file's size.
+const maxConfigBytes = 1 << 20
+
 // useAll is what the daemon uses: everything.
 var useAll = configUse{Provider: true, PublicKeys: true, Admin: true, NATS: true}
 
@@ -421,7 +425,16 @@ func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Con
 		return nil, &configError{Problem: err.Error()}
 	}
 	defer f.Close()
-	cfg, err := ParseConfig(f)
+	// A YAML parser's tree is tens of times the size of its text: a file
+	// far larger than any configuration is refused before it is parsed.
+	text, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, &configError{File: path, Problem: err.Error()}
+	}
+	if len(text) > maxConfigBytes {
+		return nil, &configError{File: path, Problem: fmt.Sprintf("more than %d KiB; a configuration is a few KiB", maxConfigBytes>>10)}
+	}
+	cfg, err := ParseConfig(bytes.NewReader(text))
 	if err != nil {
 		return nil, withFile(err, path)
 	}

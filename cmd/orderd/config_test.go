@@ -679,3 +679,21 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// A configuration file far larger than any configuration (a YAML parser's
+// tree is tens of times its text) is refused before it is parsed, with
+// exit 2.
+func TestLoadConfig_TooLarge(t *testing.T) {
+	dir := t.TempDir()
+	big := "# " + strings.Repeat("x", maxConfigBytes) + "\nprovider:\n  base_url: https://api.provider.example\n"
+	path := writeFile(t, dir, "config.yaml", big)
+	_, err := LoadConfig(path, func(string) string { return "" })
+	var ce *configError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "more than 1024 KiB") {
+		t.Fatalf("LoadConfig of a %d-byte file = %v, want a configError naming the file and the limit", len(big), err)
+	}
+	r := runOrderd(t, nil, nil, "migrate", "-config", path)
+	if r.code != 2 || !strings.Contains(r.stderr, "more than 1024 KiB") {
+		t.Errorf("migrate with it: exit %d, stderr %.200q; want 2", r.code, r.stderr)
+	}
+}

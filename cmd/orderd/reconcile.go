@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,8 +36,8 @@ func reconcileCommand() command {
 				if !slices.Contains(reconcileJobs, *job) {
 					return e.usagef("-job %q is not one of %s", *job, strings.Join(reconcileJobs, ", "))
 				}
-				if *rateLimit < 0 {
-					return e.usagef("-rate %g must be positive", *rateLimit)
+				if *rateLimit < 0 || math.IsNaN(*rateLimit) {
+					return e.usagef("-rate %g must be a positive number", *rateLimit)
 				}
 				if err := noArgs(e); err != nil {
 					return err
