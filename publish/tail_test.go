@@ -116,3 +116,24 @@ func TestTail_UnknownStream(t *testing.T) {
 		t.Fatalf("err = %v, want stream not found naming the stream", err)
 	}
 }
+
+// A subject that is not one, or that no subject of the stream can match
+// (Tail would wait for ever), is refused before anything is consumed.
+func TestTail_BadSubject(t *testing.T) {
+	js := startStream(t)
+	for _, subject := range []string{"orderd..x", "a b", ".", "orderd.>.x", "foo.bar", "*"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := publish.Tail(ctx, js, "ORDERD", subject, &bytes.Buffer{})
+		cancel()
+		if !errors.Is(err, publish.ErrTailSubject) || !strings.Contains(err.Error(), subject) {
+			t.Errorf("Tail(%q) = %v, want ErrTailSubject naming it", subject, err)
+		}
+	}
+	s, err := js.Stream(t.Context(), "ORDERD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(t.Context()); err != nil || info.State.Consumers != 0 {
+		t.Errorf("consumers after the refusals: %d (%v), want 0", info.State.Consumers, err)
+	}
+}

@@ -340,3 +340,29 @@ func TestRun_ConfigErrorsExit2(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 naming the key", r.code, r.stderr)
 	}
 }
+
+// orderd tail refuses a -subject that is not one, or that the stream can
+// never carry, with exit 2 naming the flag, instead of an unnamed NATS
+// error or a silent wait for ever.
+func TestTail_SubjectRefused(t *testing.T) {
+	de := newDaemonEnv(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"orderd", "run", "-config", de.cfgPath}, func(string) string { return "" }, nil, io.Discard, &stderr)
+	}()
+	addrs := waitStarted(t, &stderr, done)
+	waitReady(t, addrs.Admin, done)
+	for _, subject := range []string{"orderd..x", "foo.bar"} {
+		r := runOrderd(t, nil, nil, "tail", "-server", addrs.NATS, "-subject", subject)
+		if r.code != 2 || !strings.Contains(r.stderr, "-subject") || !strings.Contains(r.stderr, subject) {
+			t.Errorf("tail -subject %q: exit %d, stderr %q; want 2 naming -subject", subject, r.code, r.stderr)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}

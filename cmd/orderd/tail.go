@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -73,7 +74,11 @@ func tailCommand() command {
 				if *all {
 					opts = append(opts, publish.TailAll())
 				}
-				return publish.Tail(ctx, js, name, *subject, e.Stdout, opts...)
+				err = publish.Tail(ctx, js, name, *subject, e.Stdout, opts...)
+				if errors.Is(err, publish.ErrTailSubject) {
+					return e.usagef("-subject: %v", err)
+				}
+				return err
 			}
 		},
 	}
