@@ -768,7 +768,7 @@ func (c *Config) validate(use configUse) error {
 		add("cluster.lease_ttl", "must be at least 1s (got %s)", cl.LeaseTTL)
 	}
 	positive("cluster.snapshot_every", cl.SnapshotEvery)
-	if cl.LogMaxAge > 0 && cl.LogMaxAge < 2*cl.SnapshotEvery {
+	if cl.LogMaxAge > 0 && cl.LogMaxAge/2 < cl.SnapshotEvery { // halved, not doubled: 2*snapshot_every can overflow
 		add("cluster.log_max_age", "%s must be at least twice cluster.snapshot_every (%s): an instance restores the newest snapshot and then needs the log after it", cl.LogMaxAge, cl.SnapshotEvery)
 	}
 	notNegative("cluster.log_max_age", cl.LogMaxAge)

@@ -285,6 +285,8 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "nats url of the wrong scheme", extra: "nats:\n  url: http://nats.example:4222", want: `nats.url: "http://nats.example:4222" is not a NATS URL`},
 		{name: "nats url password is not echoed", extra: "nats:\n  url: ftp://user:hunter2@nats.example:4222", want: `nats.url: "ftp://user:xxxxx@nats.example:4222" is not a NATS URL`},
 		{name: "nats cluster urls", extra: "nats:\n  url: nats://a.example:4222, tls://b.example:4222", want: ""},
+		{name: "snapshots far apart, a short log", extra: "cluster:\n  snapshot_every: 2000000h\n  log_max_age: 1h",
+			want: "cluster.log_max_age: 1h0m0s must be at least twice cluster.snapshot_every (2000000h0m0s)"},
 		{name: "tls cert without key", extra: "nats:\n  url: nats://a.example:4222\n  tls:\n    cert_file: c.pem", want: "nats.tls: cert_file and key_file must be set together"},
 		{name: "max_age below the duplicate window", extra: "nats:\n  max_age: 10m", want: "nats.max_age: 10m0s is shorter than nats.duplicate_window (20m0s)"},
 		{name: "stream larger than the embedded store", extra: "nats:\n  max_bytes: 2GiB", want: "nats.max_bytes: 2GiB exceeds nats.embedded.max_store (1GiB)"},
