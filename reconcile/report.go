@@ -93,10 +93,10 @@ func parseBound(param, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, &PeriodError{Param: param, Reason: "is required"}
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		t, err = time.Parse(time.RFC3339Nano, s)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, &PeriodError{Param: param, Value: s, Reason: "is not a date (2006-01-02) or an RFC 3339 time"}
 	}

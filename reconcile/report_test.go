@@ -363,6 +363,8 @@ func TestParsePeriod(t *testing.T) {
 		{name: "to not a time", from: "2026-11-01", to: "tomorrow", param: "to"},
 		{name: "empty period", from: "2026-11-01", to: "2026-11-01", param: "to"},
 		{name: "reversed period", from: "2026-11-02", to: "2026-11-01", param: "to"},
+		{name: "a date before 1970", from: "0000-01-01", to: "2026-11-01", param: "from"},
+		{name: "a time before 1970", from: "1969-12-31T23:00:00Z", to: "2026-11-01", param: "from"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := reconcile.ParsePeriod(tc.from, tc.to)
