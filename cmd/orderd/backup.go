@@ -85,6 +85,13 @@ func restoreCommand() command {
 				if err := cfg.checkStorePath(false); err != nil {
 					return err
 				}
+				// SQLite would block opening a FIFO until someone writes to
+				// it, and read a device or fail on a directory obscurely.
+				f, _, err := openRegularFile(*in)
+				if err != nil {
+					return e.usagef("-i %s: %v", *in, err)
+				}
+				f.Close()
 				seq, err := store.CheckBackup(ctx, *in)
 				if err != nil {
 					return e.usagef("-i %s: %v", *in, err)

@@ -21,24 +21,36 @@ const maxSecretFileBytes = 64 << 10
 // once instead of waiting for a writer. worldReadable reports whether
 // other users may read it.
 func openSecretFile(path string) (f *os.File, worldReadable bool, err error) {
-	f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, fi, err := openRegularFile(path)
 	if err != nil {
 		return nil, false, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, false, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, false, fmt.Errorf("%s is not a regular file (it is %s)", path, fileKind(fi.Mode()))
 	}
 	if fi.Size() > maxSecretFileBytes {
 		f.Close()
 		return nil, false, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
 	}
 	return f, fi.Mode().Perm()&0o004 != 0, nil
+}
+
+// openRegularFile opens path for reading and refuses anything but a
+// regular file. It opens without blocking, so a FIFO is refused at once
+// instead of waiting for a writer; the file it returns is the one checked,
+// whatever is renamed onto path afterwards.
+func openRegularFile(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file (it is %s)", path, fileKind(fi.Mode()))
+	}
+	return f, fi, nil
 }
 
 // readSecretFile reads a secret or key file checked by openSecretFile,

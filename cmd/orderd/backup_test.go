@@ -1,0 +1,100 @@
+package main
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"orderd/store"
+)
+
+// restoreSetup returns a config whose store.path is a migrated, empty
+// database in a directory of its own, and a backup (orderd backup's
+// output) holding reportStore's two orders.
+func restoreSetup(t *testing.T) (cfg, live, backup string) {
+	t.Helper()
+	st, _ := reportStore(t)
+	backup = filepath.Join(t.TempDir(), "backup.db")
+	if err := st.Backup(t.Context(), backup); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	live = filepath.Join(dir, "orderd.db")
+	if err := store.Migrate(t.Context(), live); err != nil {
+		t.Fatal(err)
+	}
+	cfg = writeFile(t, dir, "config.yaml", withLines("store:\n  path: "+live, "log:\n  level: warn"))
+	return cfg, live, backup
+}
+
+// orderCount opens the database at path read-only, as SQLite sees it (with
+// its WAL), and counts its orders; -1 if it cannot be read.
+func orderCount(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM orders").Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestRestore_run: a backup replaces the database, and the replaced one is
+// kept.
+func TestRestore_run(t *testing.T) {
+	cfg, live, backup := restoreSetup(t)
+	r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup)
+	if r.code != 0 || !strings.Contains(r.stdout, "restored "+live+" from "+backup) {
+		t.Fatalf("restore: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if n := orderCount(t, live); n != 2 {
+		t.Errorf("restored database holds %d orders, want the backup's 2", n)
+	}
+	if n := orderCount(t, live+".before-restore"); n != 0 {
+		t.Errorf("kept database holds %d orders, want the replaced one's 0", n)
+	}
+}
+
+// TestRestore_notRegularFile: -i naming a FIFO, a directory or a device is
+// refused at once, naming -i, instead of blocking in SQLite's open until
+// someone writes to the FIFO.
+func TestRestore_notRegularFile(t *testing.T) {
+	cfg, live, _ := restoreSetup(t)
+	fifo := filepath.Join(t.TempDir(), "backup.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, kind string }{
+		{"fifo", fifo, "a named pipe"},
+		{"directory", t.TempDir(), "a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan result, 1)
+			go func() { done <- runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", tc.path) }()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				// Unblock the open so the goroutine ends with the test.
+				if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				t.Fatalf("restore -i %s still blocked after 10 s", tc.name)
+			}
+			if r.code != 2 || !strings.Contains(r.stderr, "-i "+tc.path) || !strings.Contains(r.stderr, tc.kind) {
+				t.Errorf("exit %d, stderr %q; want 2 naming -i and %s", r.code, r.stderr, tc.kind)
+			}
+			if n := orderCount(t, live); n != 0 {
+				t.Errorf("database holds %d orders after a refused restore, want 0", n)
+			}
+		})
+	}
+}
