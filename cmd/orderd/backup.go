@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"orderd/store"
 )
@@ -63,6 +64,18 @@ func backupCommand() command {
 }
 
 func restoreCommand() command {
+	return restoreCommandWith(restoreHooks{})
+}
+
+// restoreHooks let tests act at the steps of a restore; the zero value is
+// what orderd runs.
+type restoreHooks struct {
+	// checked runs once the backup has been checked, before anything is
+	// put in place.
+	checked func()
+}
+
+func restoreCommandWith(hooks restoreHooks) command {
 	return command{
 		Name:    "restore",
 		Summary: "replace the database with a backup (orderd must be stopped)",
@@ -91,11 +104,7 @@ func restoreCommand() command {
 				if err != nil {
 					return e.usagef("-i %s: %v", *in, err)
 				}
-				f.Close()
-				seq, err := store.CheckBackup(ctx, *in)
-				if err != nil {
-					return e.usagef("-i %s: %v", *in, err)
-				}
+				defer f.Close()
 				unlock, err := store.Lock(cfg.Store.Path)
 				if errors.Is(err, store.ErrLocked) {
 					return cfg.errorf("store.path", "%s is open in a running orderd; stop it first", cfg.Store.Path)
@@ -105,15 +114,26 @@ func restoreCommand() command {
 				}
 				defer unlock()
 				path := cfg.Store.Path
-				tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".restoring")
-				if err := copyFile(*in, tmp); err != nil {
-					return err
+				// What is checked is a copy beside store.path, read from the
+				// file opened above, and that copy is what is put in place: a
+				// file renamed onto -i meanwhile never reaches store.path.
+				tmp, err := copyToTemp(f, filepath.Dir(path), "."+filepath.Base(path)+".restoring-*")
+				if err != nil {
+					return fmt.Errorf("copy %s: %w", *in, err)
+				}
+				defer removeDatabase(tmp)
+				seq, err := store.CheckBackup(ctx, tmp)
+				if err != nil {
+					// The check names the copy; the user knows the file as -i.
+					return e.usagef("-i %s: %s", *in, strings.ReplaceAll(err.Error(), tmp, *in))
+				}
+				if hooks.checked != nil {
+					hooks.checked()
 				}
 				// The database it replaces is kept, with its WAL.
 				for _, suffix := range []string{"", "-wal", "-shm"} {
 					if _, err := os.Stat(path + suffix); err == nil {
 						if err := os.Rename(path+suffix, path+".before-restore"+suffix); err != nil {
-							os.Remove(tmp)
 							return err
 						}
 					}
@@ -132,25 +152,31 @@ func restoreCommand() command {
 	}
 }
 
-// copyFile copies src to dst (0600), synced.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+// copyToTemp copies r to a new private (0600) file in dir, named after
+// pattern as os.CreateTemp does, synced, and returns its path.
+func copyToTemp(r io.Reader, dir, pattern string) (string, error) {
+	out, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	_, err = io.Copy(out, r)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return err
+		os.Remove(out.Name())
+		return "", err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return err
+	return out.Name(), nil
+}
+
+// removeDatabase removes the database file at path with the -wal and -shm
+// files SQLite may have left beside it; a path already gone is no error.
+func removeDatabase(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -61,6 +61,16 @@ func TestRestore_run(t *testing.T) {
 	if n := orderCount(t, live+".before-restore"); n != 0 {
 		t.Errorf("kept database holds %d orders, want the replaced one's 0", n)
 	}
+	// Nothing of the restore is left behind: no copy, no -wal of a check.
+	entries, err := os.ReadDir(filepath.Dir(live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range entries {
+		if strings.Contains(de.Name(), "restoring") {
+			t.Errorf("store directory holds %s after the restore", de.Name())
+		}
+	}
 }
 
 // TestRestore_notRegularFile: -i naming a FIFO, a directory or a device is
@@ -96,5 +106,24 @@ func TestRestore_notRegularFile(t *testing.T) {
 				t.Errorf("database holds %d orders after a refused restore, want 0", n)
 			}
 		})
+	}
+}
+
+// TestRestore_swappedAfterCheck: a file put in place of -i once it has
+// been checked never reaches store.path; what was checked does.
+func TestRestore_swappedAfterCheck(t *testing.T) {
+	cfg, live, backup := restoreSetup(t)
+	hooks := restoreHooks{checked: func() {
+		junk := writeFile(t, filepath.Dir(backup), "junk", "not a database")
+		if err := os.Rename(junk, backup); err != nil {
+			t.Error(err)
+		}
+	}}
+	r := runWith(t, []command{restoreCommandWith(hooks)}, nil, nil, "restore", "-config", cfg, "-i", backup)
+	if r.code != 0 {
+		t.Fatalf("restore: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if n := orderCount(t, live); n != 2 {
+		t.Errorf("restored database holds %d orders (-1: not a database), want the checked backup's 2", n)
 	}
 }
