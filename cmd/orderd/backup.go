@@ -100,11 +100,20 @@ func restoreCommandWith(hooks restoreHooks) command {
 				}
 				// SQLite would block opening a FIFO until someone writes to
 				// it, and read a device or fail on a directory obscurely.
-				f, _, err := openRegularFile(*in)
+				f, fi, err := openRegularFile(*in)
 				if err != nil {
 					return e.usagef("-i %s: %v", *in, err)
 				}
 				defer f.Close()
+				// SQLite reads a database with its -wal, and the check would
+				// see transactions that copying the file alone drops.
+				if wal, err := os.Stat(*in + "-wal"); err == nil && wal.Size() > 0 {
+					return e.usagef("-i %s: %s-wal holds committed transactions that are not in %s itself "+
+						"(a database in use, or a plain copy of one); restore from what orderd backup writes", *in, *in, *in)
+				}
+				if live, err := os.Stat(cfg.Store.Path); err == nil && os.SameFile(fi, live) {
+					return e.usagef("-i %s is the database at store.path itself; restore from what orderd backup writes", *in)
+				}
 				unlock, err := store.Lock(cfg.Store.Path)
 				if errors.Is(err, store.ErrLocked) {
 					return cfg.errorf("store.path", "%s is open in a running orderd; stop it first", cfg.Store.Path)

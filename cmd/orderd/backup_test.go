@@ -127,3 +127,30 @@ func TestRestore_swappedAfterCheck(t *testing.T) {
 		t.Errorf("restored database holds %d orders (-1: not a database), want the checked backup's 2", n)
 	}
 }
+
+// TestRestore_refusedFiles: a database whose -wal holds committed
+// transactions (one in use, or a plain copy of one) is refused rather than
+// restored without them, and so is store.path itself, under any name.
+func TestRestore_refusedFiles(t *testing.T) {
+	cfg, live, _ := restoreSetup(t)
+	inUse, _ := reportStore(t)
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Link(live, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"database in use", inUse.Path(), inUse.Path() + "-wal holds committed transactions"},
+		{"store.path", live, "is the database at store.path itself"},
+		{"store.path by a hard link", link, "is the database at store.path itself"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", tc.in)
+			if r.code != 2 || !strings.Contains(r.stderr, "-i "+tc.in) || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 saying %q", r.code, r.stderr, tc.want)
+			}
+			if _, err := os.Stat(live + ".before-restore"); err == nil {
+				t.Error("the database was replaced")
+			}
+		})
+	}
+}
