@@ -123,6 +123,15 @@ func restoreCommandWith(hooks restoreHooks) command {
 				}
 				defer unlock()
 				path := cfg.Store.Path
+				// A rename would silently replace what an earlier restore
+				// kept, and a -wal or -shm left of it would be paired with the
+				// database kept now and corrupt it.
+				for _, suffix := range dbSuffixes {
+					if _, err := os.Lstat(path + ".before-restore" + suffix); err == nil {
+						return e.usagef("%s exists, kept by an earlier restore; move %s.before-restore "+
+							"and its -wal and -shm files away together first", path+".before-restore"+suffix, path)
+					}
+				}
 				// What is checked is a copy beside store.path, read from the
 				// file opened above, and that copy is what is put in place: a
 				// file renamed onto -i meanwhile never reaches store.path.
@@ -140,7 +149,7 @@ func restoreCommandWith(hooks restoreHooks) command {
 					hooks.checked()
 				}
 				// The database it replaces is kept, with its WAL.
-				for _, suffix := range []string{"", "-wal", "-shm"} {
+				for _, suffix := range dbSuffixes {
 					if _, err := os.Stat(path + suffix); err == nil {
 						if err := os.Rename(path+suffix, path+".before-restore"+suffix); err != nil {
 							return err
@@ -182,10 +191,14 @@ func copyToTemp(r io.Reader, dir, pattern string) (string, error) {
 	return out.Name(), nil
 }
 
+// dbSuffixes name a SQLite database's files: the database, its WAL and
+// the WAL's index, appended to its path.
+var dbSuffixes = []string{"", "-wal", "-shm"}
+
 // removeDatabase removes the database file at path with the -wal and -shm
 // files SQLite may have left beside it; a path already gone is no error.
 func removeDatabase(path string) {
-	for _, suffix := range []string{"", "-wal", "-shm"} {
+	for _, suffix := range dbSuffixes {
 		os.Remove(path + suffix)
 	}
 }

@@ -154,3 +154,64 @@ func TestRestore_refusedFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRestore_keepsReplaced: the replaced database is kept with its -wal
+// (holding its last transactions), and a second restore, which would put
+// another database in place of the kept one or pair it with the kept
+// one's -wal, is refused until the kept files are moved away.
+func TestRestore_keepsReplaced(t *testing.T) {
+	cfg, live, backup := restoreSetup(t)
+	// store.path as a daemon that stopped without a checkpoint leaves it:
+	// the orders are in its -wal.
+	inUse, _ := reportStore(t)
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(inUse.Path() + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(live+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(live + "-shm")
+	if n := orderCount(t, live); n != 2 {
+		t.Fatalf("set-up: store.path holds %d orders, want 2", n)
+	}
+	r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup)
+	if r.code != 0 {
+		t.Fatalf("restore: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if n := orderCount(t, live+".before-restore"); n != 2 {
+		t.Errorf("kept database holds %d orders, want 2 (with its -wal)", n)
+	}
+
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		t.Run("kept"+suffix, func(t *testing.T) {
+			kept := filepath.Join(t.TempDir(), "kept")
+			for _, s := range []string{"", "-wal", "-shm"} {
+				if s != suffix {
+					os.Rename(live+".before-restore"+s, kept+s)
+				}
+			}
+			t.Cleanup(func() {
+				for _, s := range []string{"", "-wal", "-shm"} {
+					os.Rename(kept+s, live+".before-restore"+s)
+				}
+			})
+			if _, err := os.Stat(live + ".before-restore" + suffix); err != nil {
+				t.Fatal(err)
+			}
+			r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup)
+			if r.code != 2 || !strings.Contains(r.stderr, live+".before-restore"+suffix+" exists") ||
+				!strings.Contains(r.stderr, "move") {
+				t.Errorf("second restore: exit %d, stderr %q; want 2 naming the kept file", r.code, r.stderr)
+			}
+			if n := orderCount(t, live); n != 2 {
+				t.Errorf("store.path holds %d orders after a refused restore, want 2", n)
+			}
+		})
+	}
+	if n := orderCount(t, live+".before-restore"); n != 2 {
+		t.Errorf("kept database holds %d orders after refused restores, want 2", n)
+	}
+}
