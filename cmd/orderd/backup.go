@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"orderd/store"
@@ -73,6 +75,8 @@ type restoreHooks struct {
 	// checked runs once the backup has been checked, before anything is
 	// put in place.
 	checked func()
+	// rename, when not nil, is used instead of os.Rename.
+	rename func(oldpath, newpath string) error
 }
 
 func restoreCommandWith(hooks restoreHooks) command {
@@ -148,16 +152,12 @@ func restoreCommandWith(hooks restoreHooks) command {
 				if hooks.checked != nil {
 					hooks.checked()
 				}
-				// The database it replaces is kept, with its WAL.
-				for _, suffix := range dbSuffixes {
-					if _, err := os.Stat(path + suffix); err == nil {
-						if err := os.Rename(path+suffix, path+".before-restore"+suffix); err != nil {
-							return err
-						}
-					}
+				rename := os.Rename
+				if hooks.rename != nil {
+					rename = hooks.rename
 				}
-				if err := os.Rename(tmp, path); err != nil {
-					return err
+				if err := replaceDatabase(tmp, path, rename); err != nil {
+					return fmt.Errorf("restore %s: %w", path, err)
 				}
 				fmt.Fprintf(e.Stdout, "restored %s from %s", path, *in)
 				if seq > 0 {
@@ -189,6 +189,42 @@ func copyToTemp(r io.Reader, dir, pattern string) (string, error) {
 		return "", err
 	}
 	return out.Name(), nil
+}
+
+// replaceDatabase moves the database at path, with its -wal and -shm, to
+// path + ".before-restore" (the WAL belongs to its database and goes with
+// it) and renames tmp to path. When a rename fails it undoes the ones done
+// so far, so that path holds what it held before rather than nothing (on
+// which the next start would create an empty database), and its error
+// says whether that worked.
+func replaceDatabase(tmp, path string, rename func(oldpath, newpath string) error) error {
+	var moved []string
+	undo := func(err error) error {
+		var failed []string
+		for _, suffix := range slices.Backward(moved) {
+			if uerr := rename(path+".before-restore"+suffix, path+suffix); uerr != nil {
+				failed = append(failed, uerr.Error())
+			}
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("%w; putting the database back failed too (%s): move %s.before-restore and its "+
+				"-wal and -shm files back to %s by hand before starting orderd", err, strings.Join(failed, "; "), path, path)
+		}
+		return fmt.Errorf("%w; nothing was replaced, %s is as it was", err, path)
+	}
+	for _, suffix := range dbSuffixes {
+		if _, err := os.Lstat(path + suffix); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := rename(path+suffix, path+".before-restore"+suffix); err != nil {
+			return undo(err)
+		}
+		moved = append(moved, suffix)
+	}
+	if err := rename(tmp, path); err != nil {
+		return undo(err)
+	}
+	return nil
 }
 
 // dbSuffixes name a SQLite database's files: the database, its WAL and

@@ -161,22 +161,7 @@ func TestRestore_refusedFiles(t *testing.T) {
 // one's -wal, is refused until the kept files are moved away.
 func TestRestore_keepsReplaced(t *testing.T) {
 	cfg, live, backup := restoreSetup(t)
-	// store.path as a daemon that stopped without a checkpoint leaves it:
-	// the orders are in its -wal.
-	inUse, _ := reportStore(t)
-	for _, suffix := range []string{"", "-wal"} {
-		b, err := os.ReadFile(inUse.Path() + suffix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(live+suffix, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.Remove(live + "-shm")
-	if n := orderCount(t, live); n != 2 {
-		t.Fatalf("set-up: store.path holds %d orders, want 2", n)
-	}
+	withWAL(t, live)
 	r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup)
 	if r.code != 0 {
 		t.Fatalf("restore: exit %d, stderr %q", r.code, r.stderr)
@@ -213,5 +198,60 @@ func TestRestore_keepsReplaced(t *testing.T) {
 	}
 	if n := orderCount(t, live+".before-restore"); n != 2 {
 		t.Errorf("kept database holds %d orders after refused restores, want 2", n)
+	}
+}
+
+// withWAL replaces the database at path with one as a daemon that stopped
+// without a checkpoint leaves it: reportStore's two orders are in its -wal.
+func withWAL(t *testing.T, path string) {
+	t.Helper()
+	inUse, _ := reportStore(t)
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(inUse.Path() + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(path + "-shm")
+	if n := orderCount(t, path); n != 2 {
+		t.Fatalf("set-up: %s holds %d orders, want 2", path, n)
+	}
+}
+
+// TestRestore_rollback: a restore that fails partway puts back what it had
+// moved, so store.path holds its database, with its -wal, as before.
+func TestRestore_rollback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(newpath, live string) bool
+	}{
+		{"moving the -wal away", func(newpath, live string) bool { return newpath == live+".before-restore-wal" }},
+		{"putting the backup in place", func(newpath, live string) bool { return newpath == live }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, live, backup := restoreSetup(t)
+			withWAL(t, live)
+			hooks := restoreHooks{rename: func(oldpath, newpath string) error {
+				if tc.fail(newpath, live) && !strings.Contains(oldpath, ".before-restore") {
+					return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EIO}
+				}
+				return os.Rename(oldpath, newpath)
+			}}
+			r := runWith(t, []command{restoreCommandWith(hooks)}, nil, nil, "restore", "-config", cfg, "-i", backup)
+			if r.code != 1 || !strings.Contains(r.stderr, "input/output error") || !strings.Contains(r.stderr, "as it was") {
+				t.Errorf("exit %d, stderr %q; want 1 with the error, saying store.path is as it was", r.code, r.stderr)
+			}
+			if n := orderCount(t, live); n != 2 {
+				t.Errorf("store.path holds %d orders, want its own 2 (with its -wal)", n)
+			}
+			for _, suffix := range dbSuffixes {
+				if _, err := os.Stat(live + ".before-restore" + suffix); err == nil {
+					t.Errorf(".before-restore%s left behind", suffix)
+				}
+			}
+		})
 	}
 }
