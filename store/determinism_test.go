@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -425,5 +427,39 @@ func TestBackup_CheckBackup(t *testing.T) {
 	d2, _, _ := b.Digest(t.Context())
 	if d1 != d2 {
 		t.Fatal("backup's digest differs from the database's")
+	}
+}
+
+// TestCheckBackup_notOrderd: an intact SQLite file that is not an orderd
+// database is refused, with what it lacks in plain words, rather than
+// accepted for migrate and reports to fail on later.
+func TestCheckBackup_notOrderd(t *testing.T) {
+	const core = `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		CREATE TABLE orders (x); CREATE TABLE order_history (x); CREATE TABLE deliveries (x);
+		CREATE TABLE outbox (x); CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT);`
+	for _, tc := range []struct{ name, schema, want string }{
+		{"orders and store_meta only", `CREATE TABLE orders (x); CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT);`,
+			"no schema_migrations table"},
+		{"no migration recorded", core, "does not record the first migration (0001_core.sql)"},
+		{"core tables missing", `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+			INSERT INTO schema_migrations VALUES (1, '0001_core.sql', 0); CREATE TABLE orders (x); CREATE TABLE store_meta (key, value);`,
+			"lacks the tables order_history, deliveries, outbox"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "other.db")
+			db, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.ExecContext(t.Context(), tc.schema)
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = store.CheckBackup(t.Context(), path)
+			if err == nil || !strings.Contains(err.Error(), path+" is not an orderd database") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CheckBackup: %v; want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -321,9 +321,56 @@ func CheckBackup(ctx context.Context, path string) (uint64, error) {
 	if len(msgs) != 1 || msgs[0] != "ok" {
 		return 0, fmt.Errorf("%s: integrity check: %v", path, msgs)
 	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'orders'`).Scan(&n); err != nil || n != 1 {
-		return 0, fmt.Errorf("%s is not an orderd database (no orders table)", path)
+	if err := checkSchema(ctx, db); err != nil {
+		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)
 	}
 	return appliedSeq(ctx, db)
+}
+
+// coreTables are tables the first migration creates that every part of
+// orderd reads or writes.
+var coreTables = []string{"orders", "order_history", "deliveries", "outbox", "store_meta"}
+
+// checkSchema checks that db is an orderd database, one a later Migrate
+// can go on from: it records its applied migrations in schema_migrations,
+// the first among them, and has the core tables. Any SQLite file with an
+// orders table is not enough.
+func checkSchema(ctx context.Context, db *sql.DB) error {
+	hasTable := func(name string) (bool, error) {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&n)
+		return n > 0, err
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	ok, err := hasTable("schema_migrations")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("it has no schema_migrations table, where orderd records the migrations it applied")
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, ms[0].version).Scan(&n); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("its schema_migrations does not record the first migration (%s)", ms[0].name)
+	}
+	var missing []string
+	for _, t := range coreTables {
+		ok, err := hasTable(t)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("it lacks the tables %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
