@@ -83,9 +83,12 @@ func restoreCommandWith(hooks restoreHooks) command {
 	return command{
 		Name:    "restore",
 		Summary: "replace the database with a backup (orderd must be stopped)",
-		Help: "Checks the backup, refuses while a daemon has the database open, keeps the database it\n" +
-			"replaces as store.path + \".before-restore\". In replicated mode, an instance restored\n" +
-			"from a backup applies the log after the backup's sequence when it starts.",
+		Help: "Copies the backup beside the database, checks the copy and renames it into place;\n" +
+			"refuses while a daemon has the database open, and keeps the database it replaces, with\n" +
+			"its -wal and -shm, as store.path + \".before-restore\" (refused while an earlier\n" +
+			"restore's are there). FILE must be a regular file without a non-empty FILE-wal: restore\n" +
+			"what orderd backup writes. In replicated mode, an instance restored from a backup\n" +
+			"applies the log after the backup's sequence when it starts.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			in := fs.String("i", "", "backup file to restore (required)")
 			return func(ctx context.Context, e *env) error {
