@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"orderd/store"
 )
@@ -155,6 +156,9 @@ func restoreCommandWith(hooks restoreHooks) command {
 				if hooks.checked != nil {
 					hooks.checked()
 				}
+				if err := takeOwnership(tmp, path); err != nil {
+					return fmt.Errorf("restore %s: %w", path, err)
+				}
 				rename := os.Rename
 				if hooks.rename != nil {
 					rename = hooks.rename
@@ -171,6 +175,32 @@ func restoreCommandWith(hooks restoreHooks) command {
 			}
 		},
 	}
+}
+
+// takeOwnership gives the copy at tmp the mode and owner of the database
+// at path it is to replace (of the store's directory when there is none),
+// so that the service, which runs as its own user, can open what root
+// restored. Changing the owner needs root; without it the owner is the
+// caller's, as before.
+func takeOwnership(tmp, path string) error {
+	mode := os.FileMode(0o600)
+	ref, err := os.Stat(path)
+	if err == nil {
+		mode = ref.Mode().Perm()
+	} else if errors.Is(err, os.ErrNotExist) {
+		ref, err = os.Stat(filepath.Dir(path))
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	st, ok := ref.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	return os.Chown(tmp, int(st.Uid), int(st.Gid))
 }
 
 // copyToTemp copies r to a new private (0600) file in dir, named after

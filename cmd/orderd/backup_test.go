@@ -73,6 +73,37 @@ func TestRestore_run(t *testing.T) {
 	}
 }
 
+// TestRestore_keepsOwnerAndMode: the restored database takes the mode and
+// the owner of the one it replaces, so that the service, running as its
+// own user, can open what root restored.
+func TestRestore_keepsOwnerAndMode(t *testing.T) {
+	cfg, live, backup := restoreSetup(t)
+	if err := os.Chmod(live, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	root := os.Geteuid() == 0
+	const uid, gid = 4242, 4343
+	if root {
+		if err := os.Chown(live, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup)
+	if r.code != 0 {
+		t.Fatalf("restore: exit %d, stderr %q", r.code, r.stderr)
+	}
+	fi, err := os.Stat(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o640 {
+		t.Errorf("restored database mode %v, want the replaced one's 0640", fi.Mode().Perm())
+	}
+	if st := fi.Sys().(*syscall.Stat_t); root && (st.Uid != uid || st.Gid != gid) {
+		t.Errorf("restored database owned by %d:%d, want the replaced one's %d:%d", st.Uid, st.Gid, uid, gid)
+	}
+}
+
 // TestRestore_notRegularFile: -i naming a FIFO, a directory or a device is
 // refused at once, naming -i, instead of blocking in SQLite's open until
 // someone writes to the FIFO.
