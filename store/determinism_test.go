@@ -463,3 +463,32 @@ func TestCheckBackup_notOrderd(t *testing.T) {
 		})
 	}
 }
+
+// A backup a newer orderd migrated is a good backup, but is refused
+// before it replaces a database: the next start would refuse to write to
+// it.
+func TestCheckRestorable_newerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "newer.db")
+	s, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(t.Context(), `INSERT INTO schema_migrations VALUES (999, '0999_future.sql', 0)`)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CheckBackup(t.Context(), path); err != nil {
+		t.Errorf("CheckBackup of a newer schema: %v, want it accepted as a backup", err)
+	}
+	if _, err := store.CheckRestorable(t.Context(), path); !errors.Is(err, store.ErrSchemaNewer) || !strings.Contains(err.Error(), "0999_future.sql") {
+		t.Errorf("CheckRestorable of a newer schema: %v, want ErrSchemaNewer naming the migration", err)
+	}
+}

@@ -67,10 +67,14 @@ func loadMigrations() ([]migration, error) {
 
 // Migrate applies the pending schema migrations to the database at path,
 // creating the file if needed, and returns. It is what `orderd migrate`
-// runs; Open does the same on start.
+// runs; Open does the same on start. Like Open, it refuses a database from
+// a newer orderd (ErrSchemaNewer) and leaves it untouched.
 func Migrate(ctx context.Context, path string) error {
 	if err := createPrivate(path); err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := checkSchema(ctx, path); err != nil {
+		return err
 	}
 	db, err := sql.Open("sqlite", writerDSN(path, false))
 	if err != nil {
@@ -79,6 +83,62 @@ func Migrate(ctx context.Context, path string) error {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	return migrate(ctx, db, time.Now, slog.New(slog.DiscardHandler))
+}
+
+// checkSchema refuses a database that this orderd must not write to: one
+// whose schema record (schema_migrations) holds a version this orderd does
+// not have, or a version of its own under another name, which a newer
+// orderd wrote (ErrSchemaNewer). It reads through a query-only connection
+// of its own, before the writer's connection is made, so a refused file is
+// left exactly as it was.
+func checkSchema(ctx context.Context, path string) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", readerDSN(path))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	var record int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&record); err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if record == 0 {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return fmt.Errorf("open %s: read schema_migrations: %w", path, err)
+	}
+	defer rows.Close()
+	known := make(map[int]string, len(ms))
+	for _, m := range ms {
+		known[m.version] = m.name
+	}
+	for rows.Next() {
+		var (
+			version int
+			name    string
+		)
+		if err := rows.Scan(&version, &name); err != nil {
+			return fmt.Errorf("open %s: read schema_migrations: %w", path, err)
+		}
+		ours, ok := known[version]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: %w: it records migration %d (%s), which this orderd does not have; run a newer orderd",
+				path, ErrSchemaNewer, version, name)
+		case name != ours:
+			return fmt.Errorf("%s: %w: it records migration %d as %s, which this orderd has as %s; run a newer orderd",
+				path, ErrSchemaNewer, version, name, ours)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("open %s: read schema_migrations: %w", path, err)
+	}
+	return nil
 }
 
 // migrate applies every embedded migration not yet recorded. Each runs in

@@ -321,21 +321,36 @@ func CheckBackup(ctx context.Context, path string) (uint64, error) {
 	if len(msgs) != 1 || msgs[0] != "ok" {
 		return 0, fmt.Errorf("%s: integrity check: %v", path, msgs)
 	}
-	if err := checkSchema(ctx, db); err != nil {
+	if err := checkOrderdTables(ctx, db); err != nil {
 		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)
 	}
 	return appliedSeq(ctx, db)
+}
+
+// CheckRestorable is CheckBackup for a file about to replace the database:
+// one a newer orderd migrated (ErrSchemaNewer) is refused too, since this
+// orderd would refuse to start on it. A backup of such a database is still
+// a good backup, for the newer orderd.
+func CheckRestorable(ctx context.Context, path string) (uint64, error) {
+	seq, err := CheckBackup(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkSchema(ctx, path); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // coreTables are tables the first migration creates that every part of
 // orderd reads or writes.
 var coreTables = []string{"orders", "order_history", "deliveries", "outbox", "store_meta"}
 
-// checkSchema checks that db is an orderd database, one a later Migrate
-// can go on from: it records its applied migrations in schema_migrations,
-// the first among them, and has the core tables. Any SQLite file with an
-// orders table is not enough.
-func checkSchema(ctx context.Context, db *sql.DB) error {
+// checkOrderdTables checks that db is an orderd database, one a later
+// Migrate can go on from: it records its applied migrations in
+// schema_migrations, the first among them, and has the core tables. Any
+// SQLite file with an orders table is not enough.
+func checkOrderdTables(ctx context.Context, db *sql.DB) error {
 	hasTable := func(name string) (bool, error) {
 		var n int
 		err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&n)

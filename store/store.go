@@ -40,6 +40,12 @@ var (
 	// has, or a known provider id with another merchantOrderId or type.
 	// Nothing was written; the caller should quarantine the body.
 	ErrConflict = errors.New("order identity conflict")
+	// ErrSchemaNewer: the database records a migration this orderd does
+	// not have (a newer orderd wrote it), or records one of its versions
+	// under another name. Open (read-write) and Migrate refuse it, since
+	// an older orderd writing to a newer schema can corrupt its records; a
+	// read-only Open still reads it.
+	ErrSchemaNewer = errors.New("the database's schema is newer than this orderd")
 )
 
 // Defaults for Options.
@@ -169,7 +175,11 @@ func readerDSN(path string) string {
 }
 
 // Open opens (creating if needed) the database at path, applies pending
-// migrations and starts the writer. Close releases it.
+// migrations and starts the writer. Close releases it. It refuses a
+// database from a newer orderd (ErrSchemaNewer) unless opts.ReadOnly: a
+// read-only open cannot change the file, so reports and backups still
+// work on it, with a warning, since the newer orderd may keep data this
+// one does not know where to find.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -200,6 +210,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
+		}
+		if err := checkSchema(ctx, path); errors.Is(err, ErrSchemaNewer) {
+			s.log.Warn("reading a database this orderd cannot write to", "err", err)
 		}
 		close(s.done)
 		s.closed = true
@@ -253,6 +266,9 @@ func createPrivate(path string) error {
 }
 
 func (s *Store) openWriter(ctx context.Context) error {
+	if err := checkSchema(ctx, s.path); err != nil {
+		return err
+	}
 	wdb, err := sql.Open("sqlite", writerDSN(s.path, s.opts.RelaxedSync))
 	if err != nil {
 		return fmt.Errorf("open writer: %w", err)

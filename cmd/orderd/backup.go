@@ -148,7 +148,7 @@ func restoreCommandWith(hooks restoreHooks) command {
 					return fmt.Errorf("copy %s: %w", *in, err)
 				}
 				defer removeDatabase(tmp)
-				seq, err := store.CheckBackup(ctx, tmp)
+				seq, err := store.CheckRestorable(ctx, tmp)
 				if err != nil {
 					// The check names the copy; the user knows the file as -i.
 					return e.usagef("-i %s: %s", *in, strings.ReplaceAll(err.Error(), tmp, *in))

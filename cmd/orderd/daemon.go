@@ -135,7 +135,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		RelaxedSync: replicated,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+		return nil, cfg.storeError(err)
 	}
 	pm = newProcessMetrics(d.registry, d.store.Stats)
 	if !replicated {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -25,11 +26,22 @@ func migrateCommand() command {
 					return err
 				}
 				if err := store.Migrate(ctx, cfg.Store.Path); err != nil {
-					return fmt.Errorf("migrate %s: %w", cfg.Store.Path, err)
+					return cfg.storeError(err)
 				}
 				fmt.Fprintf(e.Stdout, "schema of %s is up to date\n", cfg.Store.Path)
 				return nil
 			}
 		},
 	}
+}
+
+// storeError is what a command returns when opening the store read-write
+// (Open or Migrate) failed. A database from a newer orderd names store.path
+// but exits with status 1, not 2: store.path is right, it is orderd's own
+// database, and no change to the configuration helps; a newer orderd does.
+func (c *Config) storeError(err error) error {
+	if errors.Is(err, store.ErrSchemaNewer) {
+		return fmt.Errorf("store.path %w", err)
+	}
+	return fmt.Errorf("open store %s: %w", c.Store.Path, err)
 }

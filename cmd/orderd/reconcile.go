@@ -76,7 +76,7 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 		CheckAfter: cfg.Reconcile.StaleAfter,
 	})
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+		return cfg.storeError(err)
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
