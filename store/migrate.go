@@ -68,7 +68,8 @@ func loadMigrations() ([]migration, error) {
 // Migrate applies the pending schema migrations to the database at path,
 // creating the file if needed, and returns. It is what `orderd migrate`
 // runs; Open does the same on start. Like Open, it refuses a database from
-// a newer orderd (ErrSchemaNewer) and leaves it untouched.
+// a newer orderd (ErrSchemaNewer) or another application's (ErrNotOrderd)
+// and leaves it untouched.
 func Migrate(ctx context.Context, path string) error {
 	if err := createPrivate(path); err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -86,11 +87,12 @@ func Migrate(ctx context.Context, path string) error {
 }
 
 // checkSchema refuses a database that this orderd must not write to: one
-// whose schema record (schema_migrations) holds a version this orderd does
-// not have, or a version of its own under another name, which a newer
-// orderd wrote (ErrSchemaNewer). It reads through a query-only connection
-// of its own, before the writer's connection is made, so a refused file is
-// left exactly as it was.
+// with tables but no schema record (schema_migrations), which belongs to
+// another application (ErrNotOrderd), and one whose schema record holds a
+// version this orderd does not have, or a version of its own under another
+// name, which a newer orderd wrote (ErrSchemaNewer). It reads through a
+// query-only connection of its own, before the writer's connection is
+// made, so a refused file is left exactly as it was.
 func checkSchema(ctx context.Context, path string) error {
 	ms, err := loadMigrations()
 	if err != nil {
@@ -106,6 +108,15 @@ func checkSchema(ctx context.Context, path string) error {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if record == 0 {
+		// orderd creates schema_migrations before any other table, so
+		// a table without it is not orderd's, even mid-migration.
+		var tables int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`).Scan(&tables); err != nil {
+			return fmt.Errorf("open %s: %w", path, err)
+		}
+		if tables > 0 {
+			return fmt.Errorf("%s: %w", path, ErrNotOrderd)
+		}
 		return nil
 	}
 	rows, err := db.QueryContext(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,6 +60,46 @@ func TestMigrate_newerSchema(t *testing.T) {
 	}
 }
 
+// TestMigrate_notOrderd: a database with tables but no schema record
+// belongs to something else and gets none of orderd's tables; an empty or
+// missing file gets the whole schema.
+func TestMigrate_notOrderd(t *testing.T) {
+	t.Run("another application's database", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "other.db")
+		execSQL(t, path, `CREATE TABLE foo (id INTEGER PRIMARY KEY); INSERT INTO foo VALUES (1)`)
+
+		want := []string{path, "not an orderd database (it has tables but no schema record)"}
+		checkErr(t, "migrate", store.Migrate(t.Context(), path), want)
+		s, err := store.Open(t.Context(), path, store.Options{})
+		if err == nil {
+			s.Close(t.Context())
+		}
+		checkErr(t, "open", err, want)
+		if got := tables(t, path); got != "foo" {
+			t.Errorf("tables %q, want only foo", got)
+		}
+	})
+	for _, tt := range []struct {
+		name   string
+		create bool
+	}{
+		{"empty file", true},
+		{"missing file", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "orderd.db")
+			if tt.create {
+				writeEmpty(t, path)
+			}
+			if err := store.Migrate(t.Context(), path); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := openStoreAt(t, path, store.Options{})
+			count(t, s, `SELECT count(*) FROM orders`)
+		})
+	}
+}
+
 // checkErr fails the test unless err holds every string in want.
 func checkErr(t *testing.T, what string, err error, want []string) {
 	t.Helper()
@@ -93,6 +134,12 @@ func schemaRecord(t *testing.T, path string) string {
 	return queryLines(t, path, `SELECT version || ' ' || name || ' ' || applied_at FROM schema_migrations ORDER BY version`)
 }
 
+// tables returns the names of the database's tables, one a line.
+func tables(t *testing.T, path string) string {
+	t.Helper()
+	return queryLines(t, path, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)
+}
+
 func queryLines(t *testing.T, path, query string) string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -117,4 +164,12 @@ func queryLines(t *testing.T, path, query string) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// writeEmpty creates an empty file at path.
+func writeEmpty(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -46,6 +46,10 @@ var (
 	// an older orderd writing to a newer schema can corrupt its records; a
 	// read-only Open still reads it.
 	ErrSchemaNewer = errors.New("the database's schema is newer than this orderd")
+	// ErrNotOrderd: the database has tables but no schema record
+	// (schema_migrations), so it belongs to another application. Open and
+	// Migrate refuse it rather than add orderd's tables to it.
+	ErrNotOrderd = errors.New("not an orderd database (it has tables but no schema record)")
 )
 
 // Defaults for Options.
@@ -175,7 +179,9 @@ func readerDSN(path string) string {
 }
 
 // Open opens (creating if needed) the database at path, applies pending
-// migrations and starts the writer. Close releases it. It refuses a
+// migrations and starts the writer. Close releases it. An empty or missing
+// file gets the whole schema; a database with tables but no schema record
+// is another application's and is refused (ErrNotOrderd). It refuses a
 // database from a newer orderd (ErrSchemaNewer) unless opts.ReadOnly: a
 // read-only open cannot change the file, so reports and backups still
 // work on it, with a warning, since the newer orderd may keep data this
@@ -211,8 +217,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		if err := checkSchema(ctx, path); errors.Is(err, ErrSchemaNewer) {
+		switch err := checkSchema(ctx, path); {
+		case errors.Is(err, ErrSchemaNewer):
 			s.log.Warn("reading a database this orderd cannot write to", "err", err)
+		case errors.Is(err, ErrNotOrderd):
+			return nil, err
 		}
 		close(s.done)
 		s.closed = true

@@ -35,12 +35,17 @@ func migrateCommand() command {
 	}
 }
 
-// storeError is what a command returns when opening the store read-write
-// (Open or Migrate) failed. A database from a newer orderd names store.path
-// but exits with status 1, not 2: store.path is right, it is orderd's own
-// database, and no change to the configuration helps; a newer orderd does.
+// storeError is what a command returns when opening the store (Open or
+// Migrate) failed. Another application's database is a configuration
+// error naming store.path (status 2): store.path points at the wrong file.
+// A database from a newer orderd names store.path but exits with status 1:
+// store.path is right, it is orderd's own database, and no change to the
+// configuration helps; a newer orderd does.
 func (c *Config) storeError(err error) error {
-	if errors.Is(err, store.ErrSchemaNewer) {
+	switch {
+	case errors.Is(err, store.ErrNotOrderd):
+		return c.errorf("store.path", "%v; point store.path at orderd's database, or at a new file", err)
+	case errors.Is(err, store.ErrSchemaNewer):
 		return fmt.Errorf("store.path %w", err)
 	}
 	return fmt.Errorf("open store %s: %w", c.Store.Path, err)

@@ -59,6 +59,53 @@ func TestMigrate_NewerSchema(t *testing.T) {
 	}
 }
 
+// TestMigrate_NotOrderd: store.path pointing at another application's
+// database is a configuration error (status 2) naming store.path for every
+// command that opens the store, and the database gets none of orderd's
+// tables.
+func TestMigrate_NotOrderd(t *testing.T) {
+	dir := t.TempDir()
+	fake := providertest.NewServer(providertest.Options{})
+	t.Cleanup(fake.Close)
+	cfg := daemonConfig(t, dir, fake, "  url: nats://"+testaddr.Loopback(t)+"\n", quietJobs)
+	db := filepath.Join(dir, "orderd.db")
+	execSQL(t, db, `CREATE TABLE foo (id INTEGER PRIMARY KEY)`)
+
+	for _, args := range [][]string{
+		{"migrate"}, {"reconcile"}, {"run"},
+		{"report", "-from", "2026-11-01", "-to", "2026-11-02"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			r := runBounded(t, 10*time.Second, append(args, "-config", cfg)...)
+			if r.code != 2 || strings.Contains(r.stdout, "up to date") {
+				t.Errorf("exit %d, stdout %q; want 2 and nothing done", r.code, r.stdout)
+			}
+			for _, want := range []string{"store.path: ", db, "not an orderd database (it has tables but no schema record)"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+					break
+				}
+			}
+		})
+	}
+	var tables []string
+	rows, err := openDB(t, db).QueryContext(t.Context(), `SELECT name FROM sqlite_schema WHERE type = 'table'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if len(tables) != 1 || tables[0] != "foo" {
+		t.Errorf("tables %q, want only foo", tables)
+	}
+}
+
 // runBounded is runOrderd with no environment and no input, cancelled
 // after d, so that a daemon that starts where it should have refused stops
 // again and fails the test instead of hanging it.
@@ -75,12 +122,19 @@ func runBounded(t *testing.T, d time.Duration, args ...string) result {
 // the file if needed.
 func execSQL(t *testing.T, path, query string) {
 	t.Helper()
+	if _, err := openDB(t, path).ExecContext(t.Context(), query); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// openDB opens the database at path outside the store, until the end of
+// the test.
+func openDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if _, err := db.ExecContext(t.Context(), query); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

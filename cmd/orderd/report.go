@@ -60,7 +60,7 @@ func reportCommand() command {
 				}
 				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true, Logger: lg.Logger.With("component", "store")})
 				if err != nil {
-					return fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+					return cfg.storeError(err)
 				}
 				defer st.Close(context.WithoutCancel(ctx))
 				rep := reconcile.NewReporter(st, reconcile.ReportConfig{Logger: lg.Logger.With("component", "report")})
