@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"orderd/internal/filekind"
 )
 
 // WriteFileAtomic writes path through write so that path only ever holds
@@ -78,26 +80,9 @@ func reportPath(path string) (string, error) {
 		path = target
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is %w (%s)", path, ErrNotRegularFile, fileKind(fi.Mode()))
+		return "", fmt.Errorf("%s is %w (%s)", path, ErrNotRegularFile, filekind.Of(fi.Mode()))
 	}
 	return path, nil
-}
-
-// fileKind names the kind of a file mode that is not a regular file.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
 }
 
 func createAtomic(path string) (*atomicFile, error) {

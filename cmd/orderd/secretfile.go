@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"orderd/internal/filekind"
 )
 
 // maxSecretFileBytes bounds a secret or key file: an API key, a token, a
@@ -48,7 +50,7 @@ func openRegularFile(path string) (*os.File, fs.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s is not a regular file (it is %s)", path, fileKind(fi.Mode()))
+		return nil, nil, fmt.Errorf("%s is not a regular file (it is %s)", path, filekind.Of(fi.Mode()))
 	}
 	return f, fi, nil
 }
@@ -79,21 +81,4 @@ func checkSecretFile(path string) (worldReadable bool, err error) {
 		return false, err
 	}
 	return worldReadable, f.Close()
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	default:
-		return "not a plain file"
-	}
 }
