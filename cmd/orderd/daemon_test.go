@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"orderd/internal/testaddr"
 	"orderd/provider/providertest"
@@ -355,6 +356,24 @@ func TestTail_SubjectRefused(t *testing.T) {
 	}()
 	addrs := waitStarted(t, &stderr, done)
 	waitReady(t, addrs.Admin, done)
+	// Ready does not wait for the relay to create the stream, and the
+	// subject is checked against the stream's subjects.
+	nc, err := nats.Connect(addrs.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := js.Stream(t.Context(), "ORDERD"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("stream ORDERD not there 15s after ready: %v", err)
+		}
+	}
 	for _, subject := range []string{"orderd..x", "foo.bar"} {
 		r := runOrderd(t, nil, nil, "tail", "-server", addrs.NATS, "-subject", subject)
 		if r.code != 2 || !strings.Contains(r.stderr, "-subject") || !strings.Contains(r.stderr, subject) {
