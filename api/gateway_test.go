@@ -392,12 +392,7 @@ func TestAPI_Payouts(t *testing.T) {
 
 func TestAPI_Refunds(t *testing.T) {
 	e := newEnv(t, setup{})
-	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "paid", Amount: "50.00", Currency: "brl"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fake.Complete("paid"); err != nil {
-		t.Fatal(err)
-	}
+	e.paidOrder("paid", "50.00")
 	refund := `{"merchantOrderId":"paid","amount":"10.00","refundReason":"customer asked"}`
 	r := e.post("/v1/refunds", refund)
 	wantStatus(t, r, http.StatusCreated)
@@ -696,12 +691,7 @@ func TestAPI_Gateway_duplicateKeys(t *testing.T) {
 			`{"merchantOrderId":"w-2","type":"payin","\u017Ftate":"in_doubt"}`, "\u017Ftate"},
 	}
 	e := newEnv(t, setup{fake: providertest.Options{InitialBalances: map[string]string{"brl": "100.00"}}})
-	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "paid", Amount: "50.00", Currency: "brl"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fake.Complete("paid"); err != nil {
-		t.Fatal(err)
-	}
+	e.paidOrder("paid", "50.00")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.post(tt.path, tt.body)
@@ -759,12 +749,7 @@ func TestAPI_Gateway_invalidUTF8(t *testing.T) {
 
 func TestAPI_Gateway_idempotencyKeyTwice(t *testing.T) {
 	e := newEnv(t, setup{})
-	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "paid", Amount: "50.00", Currency: "brl"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fake.Complete("paid"); err != nil {
-		t.Fatal(err)
-	}
+	e.paidOrder("paid", "50.00")
 	tests := []struct {
 		name, path, body string
 		keys             []string

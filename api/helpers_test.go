@@ -98,6 +98,18 @@ func newEnv(t testing.TB, su setup) *env {
 	return e
 }
 
+// paidOrder makes a completed brl payin of amount at the fake provider,
+// which refunds can then name.
+func (e *env) paidOrder(merchantOrderID, amount string) {
+	e.t.Helper()
+	if _, err := e.fake.CreateOrder(providertest.NewOrder{MerchantOrderID: merchantOrderID, Amount: amount, Currency: "brl"}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.fake.Complete(merchantOrderID); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // response is an answer as the tests read it.
 type response struct {
 	status int

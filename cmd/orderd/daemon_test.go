@@ -96,6 +96,21 @@ func waitStarted(t *testing.T, log *syncBuffer, done <-chan error) listenAddrs {
 	return listenAddrs{}
 }
 
+// runInProcess runs "orderd run -config cfg" in this process until cancel
+// (also called at the end of the test); done receives what run returned,
+// and stderr collects its log.
+func runInProcess(t *testing.T, cfg string) (cancel context.CancelFunc, done <-chan error, stderr *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	stderr = &syncBuffer{}
+	ch := make(chan error, 1)
+	go func() {
+		ch <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, io.Discard, stderr)
+	}()
+	return cancel, ch, stderr
+}
+
 // waitReady polls GET /readyz until it answers 200.
 func waitReady(t *testing.T, admin string, done <-chan error) {
 	t.Helper()
@@ -267,14 +282,8 @@ func TestRun_StopWhileNATSIsDown(t *testing.T) {
 			fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 20 * time.Millisecond})
 			t.Cleanup(fake.Close)
 			cfg := daemonConfig(t, dir, fake, "  url: nats://"+testaddr.Loopback(t)+"\n", quietJobs+"shutdown_timeout: 2s\n")
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var stderr syncBuffer
-			done := make(chan error, 1)
-			go func() {
-				done <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, io.Discard, &stderr)
-			}()
-			addrs := waitStarted(t, &stderr, done)
+			cancel, done, stderr := runInProcess(t, cfg)
+			addrs := waitStarted(t, stderr, done)
 			if tc.webhook {
 				if _, err := fake.CreateOrder(providertest.NewOrder{
 					MerchantOrderID: "kept-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
@@ -347,14 +356,8 @@ func TestRun_ConfigErrorsExit2(t *testing.T) {
 // error or a silent wait for ever.
 func TestTail_SubjectRefused(t *testing.T) {
 	de := newDaemonEnv(t, "")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"orderd", "run", "-config", de.cfgPath}, func(string) string { return "" }, nil, io.Discard, &stderr)
-	}()
-	addrs := waitStarted(t, &stderr, done)
+	cancel, done, stderr := runInProcess(t, de.cfgPath)
+	addrs := waitStarted(t, stderr, done)
 	waitReady(t, addrs.Admin, done)
 	// Ready does not wait for the relay to create the stream, and the
 	// subject is checked against the stream's subjects.
