@@ -1072,8 +1072,8 @@ func TestRelay_DamagedRowIsSetAside(t *testing.T) {
 	}
 	// Damage the middle event's body where it is stored.
 	err = st.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(`UPDATE deliveries SET raw = CAST('{"id": broken' AS BLOB) WHERE id = (
-			SELECT h.delivery_id FROM outbox o JOIN order_history h ON h.id = o.state_id WHERE o.seq = ?)`, seqs[1])
+		_, err := tx.Exec(`UPDATE order_history SET raw = CAST('{"id": broken' AS BLOB) WHERE id = (
+			SELECT state_id FROM outbox WHERE seq = ?)`, seqs[1])
 		return err
 	})
 	if err != nil {

@@ -86,7 +86,7 @@ func stored(t *testing.T, db *sql.DB) string {
 	t.Helper()
 	var orders, deliveries, history, outbox, quarantine int
 	err := db.QueryRowContext(t.Context(), `SELECT
-		(SELECT count(*) FROM orders), (SELECT count(*) FROM deliveries),
+		(SELECT count(*) FROM orders), (SELECT count(*) FROM webhook_deliveries),
 		(SELECT count(*) FROM order_history), (SELECT count(*) FROM outbox),
 		(SELECT count(*) FROM quarantine)`).Scan(&orders, &deliveries, &history, &outbox, &quarantine)
 	if err != nil {

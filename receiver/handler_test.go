@@ -470,7 +470,7 @@ func TestHandler_ServeHTTP_ExactAmounts(t *testing.T) {
 		t.Errorf("stored target amount = %q, want %q", amount, o.net)
 	}
 	var raw []byte
-	if err := f.db().QueryRowContext(t.Context(), `SELECT raw FROM deliveries`).Scan(&raw); err != nil {
+	if err := f.db().QueryRowContext(t.Context(), `SELECT raw FROM webhook_deliveries`).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(raw, body) {
@@ -689,7 +689,7 @@ func TestHandler_ServeHTTP_IdentityConflict(t *testing.T) {
 			wantReply(t, f.post(other.JSON()), http.StatusOK, receiver.OutcomeAccepted)
 			body := tt.impostor()
 			wantReply(t, f.post(body), http.StatusOK, receiver.OutcomeQuarantined)
-			for table, want := range map[string]int{"orders": 2, "deliveries": 2, "order_history": 2, "quarantine": 1} {
+			for table, want := range map[string]int{"orders": 2, "webhook_deliveries": 2, "order_history": 2, "quarantine": 1} {
 				if n := f.count(table, ""); n != want {
 					t.Errorf("%s has %d rows, want %d", table, n, want)
 				}

@@ -162,7 +162,7 @@ func (f *fixture) count(table, where string, args ...any) int {
 func (f *fixture) orderData() string {
 	f.t.Helper()
 	return fmt.Sprintf("orders=%d deliveries=%d history=%d outbox=%d quarantine=%d",
-		f.count("orders", ""), f.count("deliveries", ""), f.count("order_history", ""),
+		f.count("orders", ""), f.count("webhook_deliveries", ""), f.count("order_history", ""),
 		f.count("outbox", ""), f.count("quarantine", ""))
 }
 

@@ -71,7 +71,7 @@ func TestServer_Start(t *testing.T) {
 	if code != http.StatusUnauthorized {
 		t.Fatalf("unsigned answer = %d, want 401", code)
 	}
-	if n := f.count("deliveries", ""); n != 1 {
+	if n := f.count("webhook_deliveries", ""); n != 1 {
 		t.Errorf("deliveries = %d, want 1", n)
 	}
 

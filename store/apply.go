@@ -84,21 +84,35 @@ type observeCmd struct {
 	// in is Obs prepared on the caller's goroutine (single-node mode);
 	// nil when decoded from the log.
 	in *applyInput
+	// legacy: an entry of the kind written before a webhook's body moved
+	// into the history row of the state it brought. It replays with the
+	// layout it was written with, a deliveries row for every body, so
+	// every instance derives the same rows from the same log.
+	legacy bool
 }
 
-func (*observeCmd) Kind() string { return "observe" }
-func (*observeCmd) rerunnable()  {}
+func (c *observeCmd) Kind() string {
+	if c.legacy {
+		return "observe"
+	}
+	return "observe.2"
+}
+
+func (*observeCmd) rerunnable() {}
 
 func (c *observeCmd) Apply(tx *Tx) (any, error) {
-	in := c.in
-	if in == nil {
+	var in applyInput
+	if c.in != nil {
+		in = *c.in
+	} else {
 		p, err := prepareObservation(c.Obs)
 		if err != nil {
 			return nil, err
 		}
-		in = &p
+		in = p
 	}
-	return tx.apply(*in)
+	in.bodyInHistory = !c.legacy
+	return tx.apply(in)
 }
 
 // statusRank orders statuses so that a late older state is recognised:
@@ -144,6 +158,7 @@ func (tx *Tx) ApplyObservation(obs Observation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	in.bodyInHistory = true
 	return tx.apply(in)
 }
 
@@ -153,6 +168,10 @@ type applyInput struct {
 	fp      string
 	bodySum [sha256.Size]byte // webhooks only
 	headers []byte            // webhooks only; nil when none kept
+	// bodyInHistory: a webhook that brings a new or changed state keeps
+	// its body in that state's history row (false only for legacy log
+	// entries, see observeCmd).
+	bodyInHistory bool
 }
 
 func prepareObservation(obs Observation) (applyInput, error) {
@@ -218,7 +237,7 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	if fp == cur.fingerprint {
 		res.Outcome = OutcomeDuplicate
 		if obs.Source == SourceWebhook {
-			if _, err := tx.recordDelivery(cur.id, false, in, at); err != nil {
+			if _, _, err := tx.recordOtherBody(cur.id, in, at); err != nil {
 				return Result{}, err
 			}
 		}
@@ -330,48 +349,98 @@ func (tx *Tx) addHistory(orderID int64, in applyInput, outcome Outcome, at time.
 	return id, tx.insertHistory(id, orderID, in, outcome, at)
 }
 
-// insertHistory writes history row id. A webhook's body goes to
-// deliveries and the history row points at it; other sources keep their
-// raw JSON in the history row.
+// insertHistory writes history row id. Polls and gateway answers keep
+// their raw JSON in the row. A webhook that brings a new or changed state
+// keeps its body there too, with the delivery's facts: one row for the
+// state and its delivery. A stale webhook's body goes to deliveries (see
+// recordOtherBody) and the row points at it.
 func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, at time.Time) error {
 	obs := in.obs
-	var (
-		deliveryID any
-		raw        any
-	)
-	if obs.Source == SourceWebhook {
-		// Only applyNew writes OutcomeNew: the order is this
-		// transaction's own.
-		did, err := tx.recordDelivery(orderID, outcome == OutcomeNew, in, at)
+	// The columns after observed_at, NULL unless set.
+	var deliveryID, raw, sum, headers, remote, lastAt, timesSeen any
+	switch {
+	case obs.Source != SourceWebhook:
+		raw = []byte(obs.Raw)
+	case in.bodyInHistory && outcome != OutcomeStale:
+		// A new or changed state's fingerprint is not in the order's
+		// history, so no earlier delivery holds these bytes.
+		raw, sum, lastAt, timesSeen = []byte(obs.Raw), in.bodySum[:], at.UnixMilli(), 1
+		headers, remote = deliveryFacts(in)
+	case outcome == OutcomeNew:
+		// A legacy entry: only applyNew writes OutcomeNew, so the order
+		// is this transaction's own and the body cannot be a repeat.
+		did, err := tx.recordDelivery(orderID, true, in, at)
 		if err != nil {
 			return err
 		}
 		deliveryID = did
-	} else {
-		raw = []byte(obs.Raw)
+	default:
+		did, inHistory, err := tx.recordOtherBody(orderID, in, at)
+		if err != nil {
+			return err
+		}
+		if inHistory {
+			// A byte-identical repeat of the body of a state the order has
+			// moved on from: the history row that holds the body counted
+			// it, and this stale row keeps a copy of the bytes (it has
+			// nothing to point at). A provider retrying an old state
+			// byte for byte after a newer one is the rare case this is.
+			raw = []byte(obs.Raw)
+		} else {
+			deliveryID = did
+		}
 	}
 	if _, err := tx.s.st.insertHistory.Exec(id, orderID, in.fp, string(obs.Order.Status), string(obs.Source),
-		string(outcome), at.UnixMilli(), deliveryID, raw); err != nil {
+		string(outcome), at.UnixMilli(), deliveryID, raw, sum, headers, remote, lastAt, timesSeen); err != nil {
 		return fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
 	}
 	return nil
 }
 
-// recordDelivery stores a webhook body once per order; a byte-identical
-// repeat bumps its counter. It returns the delivery's id. newOrder says the
-// order was inserted in this transaction, so the body cannot be a repeat.
-func (tx *Tx) recordDelivery(orderID int64, newOrder bool, in applyInput, at time.Time) (int64, error) {
-	obs := in.obs
-	var (
-		headers any
-		remote  any
-	)
+// deliveryFacts are the kept headers and the remote address of a webhook,
+// as stored (NULL when none).
+func deliveryFacts(in applyInput) (headers, remote any) {
 	if in.headers != nil {
 		headers = in.headers
 	}
-	if obs.Delivery != nil {
-		remote = nullString(obs.Delivery.RemoteAddr)
+	if in.obs.Delivery != nil {
+		remote = nullString(in.obs.Delivery.RemoteAddr)
 	}
+	return headers, remote
+}
+
+// recordOtherBody stores the body of a webhook that brings no new state:
+// a repeat of the current state, or a stale state. A byte-identical repeat
+// of a body kept in a history row bumps that row's counter (inHistory);
+// any other body goes to deliveries, once per order (recordDelivery), and
+// deliveryID is its row. At most one history row of an order holds a given
+// body: the row of the new or changed state it brought (a repeat's bytes
+// have the same fingerprint, which is then never new again).
+func (tx *Tx) recordOtherBody(orderID int64, in applyInput, at time.Time) (deliveryID int64, inHistory bool, err error) {
+	if in.bodyInHistory {
+		res, err := tx.s.st.bumpHistoryBody.Exec(at.UnixMilli(), orderID, in.fp, in.bodySum[:])
+		if err != nil {
+			return 0, false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+		}
+		if n > 0 {
+			return 0, true, nil
+		}
+	}
+	deliveryID, err = tx.recordDelivery(orderID, false, in, at)
+	return deliveryID, false, err
+}
+
+// recordDelivery stores a webhook body in deliveries once per order; a
+// byte-identical repeat bumps its counter. It returns the delivery's id.
+// newOrder says the order was inserted in this transaction, so the body
+// cannot be a repeat.
+func (tx *Tx) recordDelivery(orderID int64, newOrder bool, in applyInput, at time.Time) (int64, error) {
+	obs := in.obs
+	headers, remote := deliveryFacts(in)
 	// A repeat keeps its first row's id; the one drawn here then stays
 	// unused, which is harmless.
 	newID, err := tx.ids.next(&tx.ids.delivery, tx.s.st.maxDeliveryID)

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -241,31 +244,82 @@ func TestStore_Apply_eventSubjectAndData(t *testing.T) {
 	}
 }
 
+// TestStore_Apply_recordsDeliveries: every authenticated body is kept
+// once, with its facts, and a byte-identical repeat bumps the counter of
+// the one row that holds it. A body that brings a new or changed state is
+// kept in that state's history row; a body that brings none (a repeat of
+// the current state in another formatting, a stale state) in deliveries.
 func TestStore_Apply_recordsDeliveries(t *testing.T) {
 	s, _ := openStore(t, store.Options{})
 	o := newOrder("7.00")
-	for _, b := range [][]byte{o.json(false), o.json(false), o.json(true)} {
-		if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, b)); err != nil {
-			t.Fatal(err)
+	p, pPretty, done := o.processing().json(false), o.processing().json(true), o.json(false)
+	steps := []struct {
+		body []byte
+		want store.Outcome
+	}{
+		{p, store.OutcomeNew},
+		{p, store.OutcomeDuplicate},       // the same bytes: its history row counts it
+		{pPretty, store.OutcomeDuplicate}, // the same state in another formatting: a deliveries row
+		{pPretty, store.OutcomeDuplicate},
+		{done, store.OutcomeChanged},
+		{p, store.OutcomeStale},       // an older state's bytes again, after the change
+		{pPretty, store.OutcomeStale}, // and the other formatting's
+	}
+	for i, st := range steps {
+		res, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, st.body))
+		if err != nil || res.Outcome != st.want {
+			t.Fatalf("step %d: %s, %v; want %s", i, res.Outcome, err, st.want)
 		}
 	}
-	// Two distinct bodies, the first seen twice; selected headers only.
-	if n := count(t, s, `SELECT count(*) FROM deliveries`); n != 2 {
-		t.Errorf("%d deliveries, want 2", n)
+	type kept struct {
+		inHistory bool
+		times     int
 	}
-	if n := count(t, s, `SELECT times_seen FROM deliveries WHERE raw = ?`, o.json(false)); n != 2 {
-		t.Errorf("first body seen %d times, want 2", n)
-	}
-	var headers string
-	if err := s.DB().QueryRow(`SELECT headers FROM deliveries ORDER BY id LIMIT 1`).Scan(&headers); err != nil {
+	want := map[string]kept{string(p): {true, 3}, string(pPretty): {false, 3}, string(done): {true, 1}}
+	rows, err := s.DB().QueryContext(t.Context(), `SELECT raw, history_id IS NOT NULL, times_seen, headers, remote_addr,
+		body_sha256 FROM webhook_deliveries`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(headers, `"Signature":["c2lnbmF0dXJl"]`) || strings.Contains(headers, "Cookie") {
-		t.Errorf("stored headers %s", headers)
+	defer rows.Close()
+	got := map[string]kept{}
+	for rows.Next() {
+		var (
+			raw, headers, remote string
+			k                    kept
+			sum                  []byte
+		)
+		if err := rows.Scan(&raw, &k.inHistory, &k.times, &headers, &remote, &sum); err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256([]byte(raw))
+		sumOK := bytes.Equal(sum, want[:])
+		if _, dup := got[raw]; dup {
+			t.Errorf("body kept twice: %s", raw)
+		}
+		got[raw] = k
+		if !strings.Contains(headers, `"Signature":["c2lnbmF0dXJl"]`) || strings.Contains(headers, "Cookie") || remote != "127.0.0.1:5555" || !sumOK {
+			t.Errorf("facts of %s: headers %s, remote %q, sha256 matches %v", raw, headers, remote, sumOK)
+		}
 	}
-	// The body is stored once: the history row points at the delivery.
-	if n := count(t, s, `SELECT count(*) FROM order_history WHERE raw IS NULL AND delivery_id IS NOT NULL`); n != 1 {
-		t.Errorf("%d history rows pointing at deliveries, want 1", n)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("kept bodies:\n got %v\nwant %v", got, want)
+	}
+	// Every history row reads its body; only the stale repeat of a body
+	// kept in a history row holds a copy, which is not a delivery.
+	if n := count(t, s, `SELECT count(*) FROM order_history h LEFT JOIN deliveries d ON d.id = h.delivery_id
+		WHERE coalesce(h.raw, d.raw) IS NULL`); n != 0 {
+		t.Errorf("%d history rows without a body", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM order_history WHERE outcome = 'stale' AND raw = ? AND body_sha256 IS NULL`, p); n != 1 {
+		t.Errorf("%d stale copies of the first body, want 1", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM order_history h JOIN deliveries d ON d.id = h.delivery_id
+		WHERE h.outcome = 'stale' AND d.raw = ?`, pPretty); n != 1 {
+		t.Errorf("%d stale rows pointing at the other formatting's delivery, want 1", n)
 	}
 }
 
@@ -369,7 +423,7 @@ func TestStore_Apply_merchantOrderIDConflict(t *testing.T) {
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("error %v, want ErrConflict", err)
 	}
-	for table, want := range map[string]int{"orders": 1, "deliveries": 1, "order_history": 1, "outbox": 1} {
+	for table, want := range map[string]int{"orders": 1, "webhook_deliveries": 1, "order_history": 1, "outbox": 1} {
 		if n := count(t, s, `SELECT count(*) FROM `+table); n != want {
 			t.Errorf("%s has %d rows, want %d", table, n, want)
 		}
@@ -450,7 +504,7 @@ func TestStore_Apply_identityChange(t *testing.T) {
 					t.Fatalf("%s: error %v, want ErrConflict naming %s", src, err, tt.field)
 				}
 			}
-			for table, want := range map[string]int{"orders": 2, "deliveries": 2, "order_history": 2, "outbox": 2} {
+			for table, want := range map[string]int{"orders": 2, "webhook_deliveries": 2, "order_history": 2, "outbox": 2} {
 				if n := count(t, s, `SELECT count(*) FROM `+table); n != want {
 					t.Errorf("%s has %d rows, want %d", table, n, want)
 				}

@@ -252,6 +252,7 @@ func init() {
 	// Kinds whose rules changed keep their old rules for the entries
 	// written with them.
 	RegisterCommand((&finishAttemptCmd{legacy: true}).Kind(), func() Command { return &finishAttemptCmd{legacy: true} })
+	RegisterCommand((&observeCmd{legacy: true}).Kind(), func() Command { return &observeCmd{legacy: true} })
 	for _, rules := range []int{1, 2} {
 		RegisterCommand((&settleCreatedCmd{rules: rules}).Kind(), func() Command { return &settleCreatedCmd{rules: rules} })
 	}

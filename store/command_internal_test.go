@@ -135,3 +135,67 @@ func TestAttemptCommands_legacyKindsKeepTheirRules(t *testing.T) {
 		}
 	}
 }
+
+// An observe entry written before a webhook's body moved into its history
+// row replays with the layout it was written with (a deliveries row the
+// history row points at); an observe.2 entry keeps the body in the history
+// row. Each instance that applies the same log derives the same rows.
+func TestObserveCommand_legacyKindKeepsItsLayout(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "orderd.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	webhook := func(id string) Observation {
+		raw := []byte(`{"id":"` + id + `","merchantOrderId":"m-` + id + `","type":"payin","createdAt":"2026-03-01T12:00:00+00:00",` +
+			`"status":"processing","rejectReason":null}`)
+		o, err := provider.DecodeOrder(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Observation{Source: SourceWebhook, Order: o, Raw: raw, ObservedAt: time.Now(),
+			Delivery: &Delivery{RemoteAddr: "127.0.0.1:1"}}
+	}
+	var seq uint64
+	for _, tt := range []struct {
+		id   string
+		cmd  *observeCmd
+		kind string
+		// where the body is kept
+		inDeliveries, inHistory int
+	}{
+		{"old", &observeCmd{Obs: webhook("old"), legacy: true}, "observe", 1, 0},
+		{"new", &observeCmd{Obs: webhook("new")}, "observe.2", 0, 1},
+	} {
+		b, err := EncodeOps([]Op{{At: time.Now(), Cmd: tt.cmd}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ops[0].Cmd.Kind(); got != tt.kind {
+			t.Fatalf("%s: decoded as %s, want %s", tt.id, got, tt.kind)
+		}
+		seq++
+		if res, err := s.ApplyLog(ctx, seq, ops); err != nil || res[0].Err != nil {
+			t.Fatalf("%s: apply: %v %v", tt.id, err, res[0].Err)
+		}
+		var inDeliveries, inHistory int
+		if err := s.DB().QueryRowContext(ctx, `SELECT
+			(SELECT count(*) FROM deliveries d JOIN orders o ON o.id = d.order_id WHERE o.provider_id = ?1),
+			(SELECT count(*) FROM order_history h JOIN orders o ON o.id = h.order_id WHERE o.provider_id = ?1 AND h.raw IS NOT NULL AND h.body_sha256 IS NOT NULL)`,
+			tt.id).Scan(&inDeliveries, &inHistory); err != nil {
+			t.Fatal(err)
+		}
+		if inDeliveries != tt.inDeliveries || inHistory != tt.inHistory {
+			t.Errorf("%s (%s): body in deliveries %d, in history %d; want %d, %d", tt.id, tt.kind,
+				inDeliveries, inHistory, tt.inDeliveries, tt.inHistory)
+		}
+	}
+	if (&observeCmd{}).Kind() != "observe.2" {
+		t.Fatal("new entries must not take the legacy kind")
+	}
+}

@@ -22,8 +22,8 @@ func TestMigrate_newerSchema(t *testing.T) {
 		change string // run on an up-to-date database
 		want   []string
 	}{
-		{"unknown version", `INSERT INTO schema_migrations (version, name, applied_at) VALUES (6, '0006_future.sql', 0)`,
-			[]string{"migration 6 (0006_future.sql)"}},
+		{"unknown version", `INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, '0099_future.sql', 0)`,
+			[]string{"migration 99 (0099_future.sql)"}},
 		{"known version, other name", `UPDATE schema_migrations SET name = '0005_other.sql' WHERE version = 5`,
 			[]string{"migration 5 as 0005_other.sql", "0005_outbox_cursor.sql"}},
 	}

@@ -456,19 +456,28 @@ type Activity struct {
 func (s *Store) Activity(ctx context.Context, since time.Time) (Activity, error) {
 	var a Activity
 	var err error
-	if a.Webhooks, err = s.countSince(ctx, "deliveries", "id", "first_received_at", since); err != nil {
+	// A webhook body is kept in the history row of the state it brought,
+	// or else in deliveries (see the webhook_deliveries view).
+	inHistory, err := s.countSince(ctx, "order_history", "id", "observed_at", "body_sha256 IS NOT NULL", since)
+	if err != nil {
 		return Activity{}, fmt.Errorf("activity: webhooks: %w", err)
 	}
-	if a.Events, err = s.countSince(ctx, "outbox", "seq", "created_at", since); err != nil {
+	inDeliveries, err := s.countSince(ctx, "deliveries", "id", "first_received_at", "", since)
+	if err != nil {
+		return Activity{}, fmt.Errorf("activity: webhooks: %w", err)
+	}
+	a.Webhooks = inHistory + inDeliveries
+	if a.Events, err = s.countSince(ctx, "outbox", "seq", "created_at", "", since); err != nil {
 		return Activity{}, fmt.Errorf("activity: events: %w", err)
 	}
 	return a, nil
 }
 
 // countSince counts the rows of table whose timeCol is at or after since,
-// assuming timeCol grows with the integer key. table, key and timeCol are
-// constants of this package, never input.
-func (s *Store) countSince(ctx context.Context, table, key, timeCol string, since time.Time) (int64, error) {
+// assuming timeCol grows with the integer key, and that match where when
+// it is not empty. table, key, timeCol and where are constants of this
+// package, never input.
+func (s *Store) countSince(ctx context.Context, table, key, timeCol, where string, since time.Time) (int64, error) {
 	var lo, hi sql.NullInt64
 	if err := s.rdb.QueryRowContext(ctx, `SELECT min(`+key+`), max(`+key+`) FROM `+table).Scan(&lo, &hi); err != nil {
 		return 0, err
@@ -505,7 +514,11 @@ func (s *Store) countSince(ctx context.Context, table, key, timeCol string, sinc
 		}
 	}
 	var n int64
-	err = s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE `+key+` >= ?`, l).Scan(&n)
+	q := `SELECT count(*) FROM ` + table + ` WHERE ` + key + ` >= ?`
+	if where != "" {
+		q += ` AND ` + where
+	}
+	err = s.rdb.QueryRowContext(ctx, q, l).Scan(&n)
 	return n, err
 }
 

@@ -37,7 +37,7 @@ func TestStore_Activity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantW := int64(count(t, st, `SELECT count(*) FROM deliveries WHERE first_received_at >= ?`, since.UnixMilli()))
+			wantW := int64(count(t, st, `SELECT count(*) FROM webhook_deliveries WHERE first_received_at >= ?`, since.UnixMilli()))
 			wantE := int64(count(t, st, `SELECT count(*) FROM outbox WHERE created_at >= ?`, since.UnixMilli()))
 			if a.Webhooks != wantW || a.Events != wantE {
 				t.Errorf("since %s: %+v, want %d webhooks and %d events", since.Format(time.TimeOnly), a, wantW, wantE)

@@ -26,6 +26,7 @@ type stmts struct {
 	insertDelivery    *sql.Stmt
 	seenBefore        *sql.Stmt
 	insertHistory     *sql.Stmt
+	bumpHistoryBody   *sql.Stmt
 	insertOrderEvent  *sql.Stmt
 	insertEvent       *sql.Stmt
 	stateRaw          *sql.Stmt
@@ -85,8 +86,17 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 			first_received_at, last_received_at, times_seen)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
 	p(&st.seenBefore, `SELECT EXISTS (SELECT 1 FROM order_history WHERE order_id = ? AND fingerprint = ?)`)
-	p(&st.insertHistory, `INSERT INTO order_history (id, order_id, fingerprint, status, source, outcome, observed_at, delivery_id, raw)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// A webhook that brings a new or changed state keeps its body and the
+	// delivery's facts in the history row (body_sha256 onwards); other
+	// rows leave those NULL.
+	p(&st.insertHistory, `INSERT INTO order_history (id, order_id, fingerprint, status, source, outcome, observed_at,
+			delivery_id, raw, body_sha256, headers, remote_addr, last_received_at, times_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// A byte-identical repeat of a body kept in a history row: at most
+	// one row per order holds a given body (see bumpHistoryBody).
+	p(&st.bumpHistoryBody, `UPDATE order_history SET times_seen = times_seen + 1,
+			last_received_at = max(last_received_at, ?)
+		WHERE order_id = ? AND fingerprint = ? AND body_sha256 = ?`)
 	// Order events need no conflict clause (see the outbox table's
 	// comment in the schema); other events drop repeats on event_id.
 	p(&st.insertOrderEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,

@@ -63,7 +63,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("%d migrations recorded, want %d", n, len(files))
 	}
 	// The schema is usable: the core tables exist.
-	for _, table := range []string{"orders", "deliveries", "order_history", "outbox", "quarantine", "findings", "watches"} {
+	for _, table := range []string{"orders", "deliveries", "order_history", "webhook_deliveries", "outbox", "quarantine", "findings", "watches"} {
 		count(t, s, `SELECT count(*) FROM `+table)
 	}
 }

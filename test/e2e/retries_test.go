@@ -262,7 +262,7 @@ func TestReceiver_WebhookRetrySchedule(t *testing.T) {
 		}
 	}
 	sum := sha256.Sum256(final.Body)
-	seen := queryInt(t, db, `SELECT d.times_seen FROM deliveries d JOIN orders o ON o.id = d.order_id
+	seen := queryInt(t, db, `SELECT d.times_seen FROM webhook_deliveries d JOIN orders o ON o.id = d.order_id
 		WHERE o.merchant_order_id = ? AND d.body_sha256 = ?`, target, sum[:])
 	if want := fakeOK + 21 + burst; seen != want {
 		t.Errorf("order %s: the final body's delivery row has times_seen %d; want %d (%d from the fake, 21 replays, %d concurrent)",

@@ -362,7 +362,7 @@ func (d *daemon) rows(t *testing.T) rows {
 	t.Helper()
 	var r rows
 	err := d.db.QueryRowContext(t.Context(), `SELECT
-		(SELECT count(*) FROM orders), (SELECT count(*) FROM deliveries),
+		(SELECT count(*) FROM orders), (SELECT count(*) FROM webhook_deliveries),
 		(SELECT count(*) FROM order_history), (SELECT count(*) FROM outbox WHERE state_id IS NOT NULL),
 		(SELECT count(*) FROM outbox), (SELECT count(*) FROM quarantine), (SELECT count(*) FROM attempts)`).
 		Scan(&r.Orders, &r.Deliveries, &r.History, &r.OrderEvents, &r.Outbox, &r.Quarantine, &r.Attempts)

@@ -370,7 +370,7 @@ func TestReceiver_Replay(t *testing.T) {
 	if got := d.queryString(t, `SELECT status FROM orders WHERE merchant_order_id = ?`, o.moid); got != "completed" {
 		t.Errorf("status = %q after the replays, want completed", got)
 	}
-	if n := d.queryInt(t, `SELECT max(times_seen) FROM deliveries d JOIN orders o ON o.id = d.order_id
+	if n := d.queryInt(t, `SELECT max(times_seen) FROM webhook_deliveries d JOIN orders o ON o.id = d.order_id
 		WHERE o.merchant_order_id = ?`, o.moid); n != 2 {
 		t.Errorf("times_seen of the replayed delivery = %d, want 2", n)
 	}
