@@ -51,6 +51,10 @@
 // each in its own transaction, recorded in schema_migrations; Open applies
 // pending ones and Migrate does so alone. Times are INTEGER unix
 // milliseconds (UTC); money amounts are TEXT as the provider writes them;
-// raw bodies are BLOBs stored once (history rows and outbox events point at
-// the delivery instead of copying it).
+// raw bodies are BLOBs stored once. A webhook that brings a new or changed
+// state keeps its body, with the delivery's facts, in that state's history
+// row; a webhook that brings none (a repeat in another formatting, a stale
+// state) keeps it in deliveries, and a stale state's history row points at
+// it. Outbox events point at the history row instead of copying the body.
+// The webhook_deliveries view lists every kept body once, wherever it is.
 package store
