@@ -135,7 +135,7 @@ func TestNode_Execute(t *testing.T) {
 	if _, err := a.st.Exec(t.Context(), &store.OpenFindingCmd{Key: "no kind"}); err == nil {
 		t.Fatal("a failing command answered no error")
 	}
-	waitFor(t, 10*time.Second, "both applied everything", func() bool {
+	waitFor(t, 30*time.Second, "both applied everything", func() bool {
 		return a.node.AppliedSeq() == b.node.AppliedSeq() && a.node.AppliedSeq() > 0
 	})
 	da, sa := digest(t, a)
@@ -212,7 +212,17 @@ func TestNode_Snapshot(t *testing.T) {
 	}
 	dir := t.TempDir()
 	b := startInstance(t, nc, "b", dir, 3*time.Second)
-	waitFor(t, 10*time.Second, "b caught up", func() bool { return b.node.AppliedSeq() == a.node.AppliedSeq() })
+	// Catching up is a snapshot's download and a consumer of the log, on
+	// a machine the rest of the suite shares under -race: the bound is
+	// generous, and a failure says where b stands.
+	deadline := time.Now().Add(30 * time.Second)
+	for b.node.AppliedSeq() != a.node.AppliedSeq() {
+		if time.Now().After(deadline) {
+			t.Fatalf("b did not catch up within 30s: applied %d of %d; applier: %v; status %+v",
+				b.node.AppliedSeq(), a.node.AppliedSeq(), b.node.Fatal(), b.node.Status(t.Context()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	da, _ := digest(t, a)
 	db, _ := digest(t, b)
 	if da != db {

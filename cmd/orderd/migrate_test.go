@@ -25,7 +25,7 @@ func TestMigrate_NewerSchema(t *testing.T) {
 	if r := runOrderd(t, nil, nil, "migrate", "-config", cfg); r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	execSQL(t, filepath.Join(dir, "orderd.db"), `INSERT INTO schema_migrations (version, name, applied_at) VALUES (6, '0006_future.sql', 0)`)
+	execSQL(t, filepath.Join(dir, "orderd.db"), `INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, '0099_future.sql', 0)`)
 
 	for _, cmd := range []string{"migrate", "reconcile", "run"} {
 		t.Run(cmd, func(t *testing.T) {
@@ -33,7 +33,7 @@ func TestMigrate_NewerSchema(t *testing.T) {
 			if r.code != 1 || strings.Contains(r.stdout, "up to date") {
 				t.Errorf("exit %d, stdout %q; want 1 and nothing done", r.code, r.stdout)
 			}
-			for _, want := range []string{"store.path ", "schema is newer than this orderd", "migration 6 (0006_future.sql)", "run a newer orderd"} {
+			for _, want := range []string{"store.path ", "schema is newer than this orderd", "migration 99 (0099_future.sql)", "run a newer orderd"} {
 				if !strings.Contains(r.stderr, want) {
 					t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 					break
@@ -54,7 +54,7 @@ func TestMigrate_NewerSchema(t *testing.T) {
 	// That backup is one for the newer orderd: this one will not put it in
 	// place of a database.
 	r = runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", copyDB)
-	if r.code != 2 || !strings.Contains(r.stderr, "-i "+copyDB) || !strings.Contains(r.stderr, "0006_future.sql") {
+	if r.code != 2 || !strings.Contains(r.stderr, "-i "+copyDB) || !strings.Contains(r.stderr, "0099_future.sql") {
 		t.Errorf("restore of the newer backup: exit %d, stderr %q; want 2 naming -i and the migration", r.code, r.stderr)
 	}
 }
