@@ -237,8 +237,14 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	if fp == cur.fingerprint {
 		res.Outcome = OutcomeDuplicate
 		if obs.Source == SourceWebhook {
-			if _, _, err := tx.recordOtherBody(cur.id, in, at); err != nil {
+			counted, err := tx.countHeldBody(cur.id, in, at)
+			if err != nil {
 				return Result{}, err
+			}
+			if !counted {
+				if _, err := tx.recordDelivery(cur.id, false, in, at); err != nil {
+					return Result{}, err
+				}
 			}
 		}
 		return res, nil
@@ -251,6 +257,18 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	finalConflict := cur.status.IsFinal() && o.Status.IsFinal() && o.Status != cur.status
 	if seen || statusRank(o.Status) < statusRank(cur.status) || finalConflict {
 		res.Outcome = OutcomeStale
+		if seen && obs.Source == SourceWebhook {
+			// The bytes of a state the order has moved on from, again:
+			// counted on the row that keeps them, whose state is already
+			// in the history. A replayed old webhook adds no row.
+			counted, err := tx.countRepeat(cur.id, in, at)
+			if err != nil {
+				return Result{}, err
+			}
+			if counted {
+				return res, nil
+			}
+		}
 		if _, err := tx.addHistory(cur.id, in, OutcomeStale, at); err != nil {
 			return Result{}, err
 		}
@@ -352,8 +370,8 @@ func (tx *Tx) addHistory(orderID int64, in applyInput, outcome Outcome, at time.
 // insertHistory writes history row id. Polls and gateway answers keep
 // their raw JSON in the row. A webhook that brings a new or changed state
 // keeps its body there too, with the delivery's facts: one row for the
-// state and its delivery. A stale webhook's body goes to deliveries (see
-// recordOtherBody) and the row points at it.
+// state and its delivery. A stale webhook's body goes to deliveries
+// (recordDelivery) and the row points at it.
 func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, at time.Time) error {
 	obs := in.obs
 	// The columns after observed_at, NULL unless set.
@@ -375,20 +393,13 @@ func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, a
 		}
 		deliveryID = did
 	default:
-		did, inHistory, err := tx.recordOtherBody(orderID, in, at)
+		// A stale state's body seen for the first time (a byte-identical
+		// repeat never gets here: see apply), or a legacy entry's body.
+		did, err := tx.recordDelivery(orderID, false, in, at)
 		if err != nil {
 			return err
 		}
-		if inHistory {
-			// A byte-identical repeat of the body of a state the order has
-			// moved on from: the history row that holds the body counted
-			// it, and this stale row keeps a copy of the bytes (it has
-			// nothing to point at). A provider retrying an old state
-			// byte for byte after a newer one is the rare case this is.
-			raw = []byte(obs.Raw)
-		} else {
-			deliveryID = did
-		}
+		deliveryID = did
 	}
 	if _, err := tx.s.st.insertHistory.Exec(id, orderID, in.fp, string(obs.Order.Status), string(obs.Source),
 		string(outcome), at.UnixMilli(), deliveryID, raw, sum, headers, remote, lastAt, timesSeen); err != nil {
@@ -409,29 +420,44 @@ func deliveryFacts(in applyInput) (headers, remote any) {
 	return headers, remote
 }
 
-// recordOtherBody stores the body of a webhook that brings no new state:
-// a repeat of the current state, or a stale state. A byte-identical repeat
-// of a body kept in a history row bumps that row's counter (inHistory);
-// any other body goes to deliveries, once per order (recordDelivery), and
-// deliveryID is its row. At most one history row of an order holds a given
-// body: the row of the new or changed state it brought (a repeat's bytes
-// have the same fingerprint, which is then never new again).
-func (tx *Tx) recordOtherBody(orderID int64, in applyInput, at time.Time) (deliveryID int64, inHistory bool, err error) {
-	if in.bodyInHistory {
-		res, err := tx.s.st.bumpHistoryBody.Exec(at.UnixMilli(), orderID, in.fp, in.bodySum[:])
-		if err != nil {
-			return 0, false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
-		}
-		if n > 0 {
-			return 0, true, nil
-		}
+// countRepeat counts a byte-identical repeat of a stale state's webhook
+// body on the row that keeps it, history or deliveries, and reports
+// whether there was one. Legacy log entries look in history only (see
+// countHeldBody) and otherwise keep their rules: a history row pointing
+// at the delivery for every stale observation.
+func (tx *Tx) countRepeat(orderID int64, in applyInput, at time.Time) (bool, error) {
+	counted, err := tx.countHeldBody(orderID, in, at)
+	if err != nil || counted || !in.bodyInHistory {
+		return counted, err
 	}
-	deliveryID, err = tx.recordDelivery(orderID, false, in, at)
-	return deliveryID, false, err
+	res, err := tx.s.st.bumpDelivery.Exec(at.UnixMilli(), orderID, in.bodySum[:])
+	if err != nil {
+		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+	}
+	return n > 0, nil
+}
+
+// countHeldBody counts a byte-identical repeat of a webhook body kept in
+// a history row on that row, and reports whether there was one. At most
+// one history row of an order holds a given body: the row of the new or
+// changed state it brought (a repeat's bytes have the same fingerprint,
+// which is then never new again). Legacy log entries look too: after the
+// first entry of the new kind, every instance applies them with this code,
+// and before it no history row holds a body.
+func (tx *Tx) countHeldBody(orderID int64, in applyInput, at time.Time) (bool, error) {
+	res, err := tx.s.st.bumpHistoryBody.Exec(at.UnixMilli(), orderID, in.fp, in.bodySum[:])
+	if err != nil {
+		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
+	}
+	return n > 0, nil
 }
 
 // recordDelivery stores a webhook body in deliveries once per order; a

@@ -199,3 +199,61 @@ func TestObserveCommand_legacyKindKeepsItsLayout(t *testing.T) {
 		t.Fatal("new entries must not take the legacy kind")
 	}
 }
+
+// During an upgrade an instance not yet upgraded may still append entries
+// of the old kind after the first entry of the new one. A byte-identical
+// repeat in such an entry is counted on the history row that keeps the
+// body, not kept again in deliveries: as a duplicate of the current state,
+// and as a replayed older state.
+func TestObserveCommand_legacyEntryAfterNewOne(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "orderd.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	processing := []byte(`{"id":"p1","merchantOrderId":"m1","type":"payin","createdAt":"2026-03-01T12:00:00+00:00","status":"processing","rejectReason":null}`)
+	completed := bytes.Replace(processing, []byte(`"processing"`), []byte(`"completed"`), 1)
+	webhook := func(raw []byte) Observation {
+		o, err := provider.DecodeOrder(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Observation{Source: SourceWebhook, Order: o, Raw: raw, ObservedAt: time.Now(), Delivery: &Delivery{RemoteAddr: "127.0.0.1:1"}}
+	}
+	var seq uint64
+	for _, step := range []struct {
+		cmd  *observeCmd
+		want Outcome
+	}{
+		{&observeCmd{Obs: webhook(processing)}, OutcomeNew},
+		{&observeCmd{Obs: webhook(processing), legacy: true}, OutcomeDuplicate},
+		{&observeCmd{Obs: webhook(completed)}, OutcomeChanged},
+		{&observeCmd{Obs: webhook(processing), legacy: true}, OutcomeStale},
+	} {
+		b, err := EncodeOps([]Op{{At: time.Now(), Cmd: step.cmd}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		res, err := s.ApplyLog(ctx, seq, ops)
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("entry %d (%s): %v %v", seq, ops[0].Cmd.Kind(), err, res[0].Err)
+		}
+		if got := res[0].Value.(Result).Outcome; got != step.want {
+			t.Fatalf("entry %d (%s): %s, want %s", seq, ops[0].Cmd.Kind(), got, step.want)
+		}
+	}
+	var rows, seen, inDeliveries int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*), max(times_seen), count(delivery_id) FROM webhook_deliveries WHERE raw = ?`,
+		processing).Scan(&rows, &seen, &inDeliveries); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || seen != 3 || inDeliveries != 0 {
+		t.Errorf("first body: kept in %d rows (%d in deliveries), seen %d times; want 1 row in history, seen 3 times", rows, inDeliveries, seen)
+	}
+}

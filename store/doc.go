@@ -53,8 +53,11 @@
 // milliseconds (UTC); money amounts are TEXT as the provider writes them;
 // raw bodies are BLOBs stored once. A webhook that brings a new or changed
 // state keeps its body, with the delivery's facts, in that state's history
-// row; a webhook that brings none (a repeat in another formatting, a stale
-// state) keeps it in deliveries, and a stale state's history row points at
-// it. Outbox events point at the history row instead of copying the body.
-// The webhook_deliveries view lists every kept body once, wherever it is.
+// row; any other webhook body (the first webhook of a state learned by
+// poll or from the gateway, a repeat in another formatting, a stale state)
+// is kept in deliveries, and a stale state's history row points at it. A
+// byte-identical repeat is counted on the one row that keeps its body and
+// adds no history row. Outbox events point at the history row instead of
+// copying the body. The webhook_deliveries view lists every kept body
+// once, wherever it is.
 package store

@@ -27,6 +27,7 @@ type stmts struct {
 	seenBefore        *sql.Stmt
 	insertHistory     *sql.Stmt
 	bumpHistoryBody   *sql.Stmt
+	bumpDelivery      *sql.Stmt
 	insertOrderEvent  *sql.Stmt
 	insertEvent       *sql.Stmt
 	stateRaw          *sql.Stmt
@@ -97,6 +98,9 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.bumpHistoryBody, `UPDATE order_history SET times_seen = times_seen + 1,
 			last_received_at = max(last_received_at, ?)
 		WHERE order_id = ? AND fingerprint = ? AND body_sha256 = ?`)
+	p(&st.bumpDelivery, `UPDATE deliveries SET times_seen = times_seen + 1,
+			last_received_at = max(last_received_at, ?)
+		WHERE order_id = ? AND body_sha256 = ?`)
 	// Order events need no conflict clause (see the outbox table's
 	// comment in the schema); other events drop repeats on event_id.
 	p(&st.insertOrderEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,

@@ -5,11 +5,13 @@
 -- one state on the hot path. Now a webhook that brings a new or changed
 -- state keeps its body and the delivery's facts (SHA-256, kept headers,
 -- remote address, last receipt, times seen; first receipt is observed_at)
--- in that history row. deliveries keeps the bodies that did not become
--- the order's state: a repeat of the current state in another formatting,
--- and a stale state. A byte-identical repeat still bumps the counter of
--- the one row holding its body, wherever that is. Rows written before
--- stay as they are: readers take coalesce(h.raw, d.raw) as before.
+-- in that history row. deliveries keeps every other body, one that
+-- brought no new state: the first webhook of a state learned by poll or
+-- from the gateway, a repeat in another formatting, a stale state. A
+-- byte-identical repeat still bumps the counter of the one row holding its
+-- body, wherever that is (a replayed old state's bytes add no history
+-- row). Rows written before stay as they are: readers take
+-- coalesce(h.raw, d.raw) as before.
 ALTER TABLE order_history ADD COLUMN body_sha256 BLOB;
 ALTER TABLE order_history ADD COLUMN headers TEXT;
 ALTER TABLE order_history ADD COLUMN remote_addr TEXT;
