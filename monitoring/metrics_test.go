@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"orderd/internal/testbin"
 	"orderd/provider/providertest"
 	"orderd/publish"
 )
@@ -260,8 +261,8 @@ func unwatched(t *testing.T, families map[string]string, used map[string]bool) {
 func buildOrderd(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "orderd")
-	if out, err := exec.Command("go", "build", "-o", bin, "orderd/cmd/orderd").CombinedOutput(); err != nil {
-		t.Fatalf("go build orderd: %v\n%s", err, out)
+	if err := testbin.Orderd(bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

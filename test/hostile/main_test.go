@@ -24,6 +24,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"orderd/internal/testbin"
 	"orderd/provider/providertest"
 )
 
@@ -98,8 +99,8 @@ type daemon struct {
 func newDaemon(dir string) (*daemon, error) {
 	d := &daemon{dir: dir, dbPath: filepath.Join(dir, "orderd.db"), logPath: filepath.Join(dir, "orderd.log")}
 	d.bin = filepath.Join(dir, "orderd")
-	if out, err := exec.Command("go", "build", "-o", d.bin, "orderd/cmd/orderd").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	if err := testbin.Orderd(d.bin); err != nil {
+		return nil, err
 	}
 	var err error
 	var pub []byte

@@ -1,0 +1,75 @@
+// Package testbin builds orderd's binary for the tests that run it as a
+// process, in a way go test's result cache can see.
+//
+// go test caches a package's passing result by the test binary and the
+// files the test itself opened. A binary built by a "go build" child
+// process reads the module's sources where the test cannot see it, so a
+// change to orderd would leave such a test's old result in the cache:
+// a pass for code that was never tested. Orderd stats every file of the
+// module first, which go test records, so any change runs the test again.
+package testbin
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Orderd builds orderd/cmd/orderd into dst.
+func Orderd(dst string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if err := statSources(root); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", dst, "orderd/cmd/orderd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build orderd: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// moduleRoot is the directory of the go.mod above the working directory
+// (a test runs in its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testbin: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// statSources stats every file below root but in hidden directories and
+// the build and sandbox output, which no build reads.
+func statSources(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "dist" || name == "orderd-sandbox") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		_, err = os.Stat(path)
+		return err
+	})
+}
