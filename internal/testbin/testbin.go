@@ -55,10 +55,26 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// statSources stats every file below root but in hidden directories and
-// the build and sandbox output, which no build reads.
+// statSources stats every file a build may read (see sources), which is
+// what go test records.
 func statSources(root string) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	files, err := sources(root)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sources lists every file below root but those in hidden directories and
+// in the build and sandbox output, which no build reads.
+func sources(root string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -69,7 +85,8 @@ func statSources(root string) error {
 			}
 			return nil
 		}
-		_, err = os.Stat(path)
-		return err
+		files = append(files, path)
+		return nil
 	})
+	return files, err
 }
