@@ -78,6 +78,8 @@ type restoreHooks struct {
 	checked func()
 	// rename, when not nil, is used instead of os.Rename.
 	rename func(oldpath, newpath string) error
+	// syncDir, when not nil, is used instead of syncDir.
+	syncDir func(dir string) error
 }
 
 func restoreCommandWith(hooks restoreHooks) command {
@@ -165,6 +167,17 @@ func restoreCommandWith(hooks restoreHooks) command {
 				}
 				if err := replaceDatabase(tmp, path, rename); err != nil {
 					return fmt.Errorf("restore %s: %w", path, err)
+				}
+				// The renames are durable once the directory is synced;
+				// until then a power cut could undo them.
+				sync := syncDir
+				if hooks.syncDir != nil {
+					sync = hooks.syncDir
+				}
+				if err := sync(filepath.Dir(path)); err != nil {
+					return fmt.Errorf("restore %s: the backup is in place, but syncing %s failed (%w): "+
+						"a power cut now could undo the restore; run sync(1) before starting orderd",
+						path, filepath.Dir(path), err)
 				}
 				fmt.Fprintf(e.Stdout, "restored %s from %s", path, *in)
 				if seq > 0 {
@@ -258,6 +271,19 @@ func replaceDatabase(tmp, path string, rename func(oldpath, newpath string) erro
 		return undo(err)
 	}
 	return nil
+}
+
+// syncDir flushes dir's entries (renames, new files) to disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // dbSuffixes name a SQLite database's files: the database, its WAL and

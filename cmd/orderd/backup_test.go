@@ -286,3 +286,47 @@ func TestRestore_rollback(t *testing.T) {
 		})
 	}
 }
+
+// TestRestore_syncsDirectory: the renames become durable before restore
+// reports success, by a sync of the store's directory after the last
+// rename; a sync that fails is an error that says the backup is in place.
+func TestRestore_syncsDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		syncErr error
+	}{{"synced", nil}, {"sync fails", syscall.EIO}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, live, backup := restoreSetup(t)
+			var steps []string
+			hooks := restoreHooks{
+				rename: func(oldpath, newpath string) error {
+					steps = append(steps, "rename to "+filepath.Base(newpath))
+					return os.Rename(oldpath, newpath)
+				},
+				syncDir: func(dir string) error {
+					steps = append(steps, "sync "+dir)
+					if tc.syncErr != nil {
+						return tc.syncErr
+					}
+					return syncDir(dir)
+				},
+			}
+			r := runWith(t, []command{restoreCommandWith(hooks)}, nil, nil, "restore", "-config", cfg, "-i", backup)
+			if len(steps) < 2 || steps[len(steps)-2] != "rename to orderd.db" || steps[len(steps)-1] != "sync "+filepath.Dir(live) {
+				t.Errorf("steps %q, want the backup renamed into place, then the directory synced", steps)
+			}
+			if tc.syncErr == nil {
+				if r.code != 0 {
+					t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+				}
+				return
+			}
+			if r.code != 1 || !strings.Contains(r.stderr, "the backup is in place") || !strings.Contains(r.stderr, "input/output error") {
+				t.Errorf("exit %d, stderr %q; want 1, saying the backup is in place and why the sync failed", r.code, r.stderr)
+			}
+			if n := orderCount(t, live); n != 2 {
+				t.Errorf("store.path holds %d orders, want the backup's 2", n)
+			}
+		})
+	}
+}
