@@ -556,26 +556,9 @@ func TestAPI_Gateway_bodyTooLarge(t *testing.T) {
 // timeout passes, not 400 as if it were malformed; nothing is created.
 func TestAPI_Gateway_bodyTooSlow(t *testing.T) {
 	e := newEnv(t, setup{readTimeout: 300 * time.Millisecond})
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "POST /v1/payins HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
-		"Content-Length: 100\r\n\r\n{\"merchantOrderId\":"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive in time") {
-		t.Errorf("status %d, body %s; want 408 saying the body did not arrive in time", resp.StatusCode, body)
+	status, body := e.rawPayin(t, "Content-Length: 100\r\n\r\n{\"merchantOrderId\":", 10*time.Second)
+	if status != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive in time") {
+		t.Errorf("status %d, body %s; want 408 saying the body did not arrive in time", status, body)
 	}
 	if len(e.attempts()) != 0 {
 		t.Error("a body that never arrived created an attempt")
@@ -596,25 +579,8 @@ func TestAPI_Gateway_bodyTooLargeAnnounced(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.WriteString(c, "POST /v1/payins HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+tt.rest); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("no answer: %v", err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusRequestEntityTooLarge {
-				t.Errorf("status %d, want 413; body %s", resp.StatusCode, body)
+			if status, body := e.rawPayin(t, tt.rest, 5*time.Second); status != http.StatusRequestEntityTooLarge {
+				t.Errorf("status %d, want 413; body %s", status, body)
 			}
 		})
 	}
@@ -787,4 +753,30 @@ func TestAPI_Gateway_idempotencyKeyTwice(t *testing.T) {
 	if n := e.creates.Load(); n != 0 {
 		t.Errorf("requests with two Idempotency-Keys reached the provider %d times", n)
 	}
+}
+
+// rawPayin sends POST /v1/payins over a plain connection, its headers
+// ending with rest (the remaining headers, the blank line and as much body
+// as the test wants sent), and returns the answer's status and body; the
+// whole exchange is bounded by within.
+func (e *env) rawPayin(t *testing.T, rest string, within time.Duration) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(within)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "POST /v1/payins HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+rest); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

@@ -430,15 +430,7 @@ func (tx *Tx) countRepeat(orderID int64, in applyInput, at time.Time) (bool, err
 	if err != nil || counted || !in.bodyInHistory {
 		return counted, err
 	}
-	res, err := tx.s.st.bumpDelivery.Exec(at.UnixMilli(), orderID, in.bodySum[:])
-	if err != nil {
-		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
-	}
-	return n > 0, nil
+	return bumped(in, tx.s.st.bumpDelivery, at.UnixMilli(), orderID, in.bodySum[:])
 }
 
 // countHeldBody counts a byte-identical repeat of a webhook body kept in
@@ -449,7 +441,13 @@ func (tx *Tx) countRepeat(orderID int64, in applyInput, at time.Time) (bool, err
 // first entry of the new kind, every instance applies them with this code,
 // and before it no history row holds a body.
 func (tx *Tx) countHeldBody(orderID int64, in applyInput, at time.Time) (bool, error) {
-	res, err := tx.s.st.bumpHistoryBody.Exec(at.UnixMilli(), orderID, in.fp, in.bodySum[:])
+	return bumped(in, tx.s.st.bumpHistoryBody, at.UnixMilli(), orderID, in.fp, in.bodySum[:])
+}
+
+// bumped runs a counter's UPDATE for in's body and reports whether it
+// found the row to count on.
+func bumped(in applyInput, stmt *sql.Stmt, args ...any) (bool, error) {
+	res, err := stmt.Exec(args...)
 	if err != nil {
 		return false, fmt.Errorf("apply %s: record delivery: %w", in.obs.Order.ID, err)
 	}

@@ -147,16 +147,7 @@ func TestObserveCommand_legacyKindKeepsItsLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	webhook := func(id string) Observation {
-		raw := []byte(`{"id":"` + id + `","merchantOrderId":"m-` + id + `","type":"payin","createdAt":"2026-03-01T12:00:00+00:00",` +
-			`"status":"processing","rejectReason":null}`)
-		o, err := provider.DecodeOrder(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Observation{Source: SourceWebhook, Order: o, Raw: raw, ObservedAt: time.Now(),
-			Delivery: &Delivery{RemoteAddr: "127.0.0.1:1"}}
-	}
+	webhook := func(id string) Observation { return webhookObs(t, processingBody(id, "m-"+id)) }
 	var seq uint64
 	for _, tt := range []struct {
 		id   string
@@ -212,15 +203,9 @@ func TestObserveCommand_legacyEntryAfterNewOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	processing := []byte(`{"id":"p1","merchantOrderId":"m1","type":"payin","createdAt":"2026-03-01T12:00:00+00:00","status":"processing","rejectReason":null}`)
+	processing := processingBody("p1", "m1")
 	completed := bytes.Replace(processing, []byte(`"processing"`), []byte(`"completed"`), 1)
-	webhook := func(raw []byte) Observation {
-		o, err := provider.DecodeOrder(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Observation{Source: SourceWebhook, Order: o, Raw: raw, ObservedAt: time.Now(), Delivery: &Delivery{RemoteAddr: "127.0.0.1:1"}}
-	}
+	webhook := func(raw []byte) Observation { return webhookObs(t, raw) }
 	var seq uint64
 	for _, step := range []struct {
 		cmd  *observeCmd

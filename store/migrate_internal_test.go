@@ -9,8 +9,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"orderd/provider"
 )
 
 // TestMigrateOutboxCursor upgrades databases written before the outbox
@@ -123,15 +121,9 @@ func openAtVersion(t *testing.T, path string, version int) *sql.DB {
 // history row.
 func TestMigrateHistoryKeepsBodies(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
-	processing := []byte(`{"id":"p1","merchantOrderId":"m1","type":"payin","createdAt":"2026-03-01T12:00:00+00:00","status":"processing","rejectReason":null}`)
+	processing := processingBody("p1", "m1")
 	completed := bytes.Replace(processing, []byte(`"processing"`), []byte(`"completed"`), 1)
-	webhook := func(raw []byte) Observation {
-		o, err := provider.DecodeOrder(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Observation{Source: SourceWebhook, Order: o, Raw: raw, ObservedAt: time.Now(), Delivery: &Delivery{RemoteAddr: "127.0.0.1:1"}}
-	}
+	webhook := func(raw []byte) Observation { return webhookObs(t, raw) }
 	old := webhook(processing)
 	fp, sum, now := old.Order.Fingerprint(), sha256.Sum256(processing), time.Now().UnixMilli()
 	db := openAtVersion(t, path, 5)
