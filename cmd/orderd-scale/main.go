@@ -1,0 +1,205 @@
+// Command orderd-scale measures orderd on a database of a long life: it
+// builds a database of -size orders through the store's real write path
+// (each order a processing and a final webhook applied with store.Apply by
+// many callers at once, so group commit batches them; some final webhooks
+// delivered twice, refunds an hour later, some orders left processing,
+// findings opened and resolved, balance snapshots every 15 minutes, every
+// event published), creations spread over -days days, then starts the
+// real daemon ("orderd run", -orderd) on it and prints:
+//
+//   - bytes per order, and what the kept webhook bodies take of them;
+//   - start-up: from exec until /readyz answers 200 (open, migrate, every
+//     part started);
+//   - each interactive request (the dashboard, the order listing and one
+//     order, findings, metrics, readiness), the median of -runs through
+//     the daemon's admin listener, and the first (cold) one;
+//   - the report of the whole span and of its last day in CSV, JSON and
+//     HTML (time and size), and the daemon's peak RSS after them;
+//   - "orderd backup" and "orderd migrate" on the database.
+//
+// With -keep the database stays in -dir for another run (-dir an existing
+// database is measured without being rebuilt).
+//
+// Usage:
+//
+//	orderd-scale -orderd bin/orderd [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//
+// Exit status: 0 after a run, 1 when a step failed, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command line's.
+type options struct {
+	orderd  string
+	size    int
+	days    int
+	dir     string
+	runs    int
+	workers int
+	build   bool
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("orderd-scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "the orderd binary to measure")
+	fs.IntVar(&o.size, "size", 1_000_000, "orders in the database")
+	fs.IntVar(&o.days, "days", 30, "days over which the orders were created")
+	fs.StringVar(&o.dir, "dir", "", "directory of the database (kept); empty means a temporary one, removed after")
+	fs.IntVar(&o.runs, "runs", 5, "times each interactive request is made (the median is printed)")
+	fs.IntVar(&o.workers, "workers", 32, "concurrent callers of the write path while building")
+	fs.BoolVar(&o.build, "build-only", false, "build the database in -dir and stop (to measure it later, or another binary on it)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" {
+		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs and -workers at least 1, -build-only needs -dir, and no arguments")
+		return 2
+	}
+	if err := measure(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "orderd-scale:", err)
+		return 1
+	}
+	return 0
+}
+
+func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
+	bin, err := filepath.Abs(o.orderd)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("-orderd: %w", err)
+	}
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "orderd-scale-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	db := filepath.Join(dir, "orderd.db")
+	// The span ends at the start of today (UTC), so the last day's report
+	// is yesterday's and the daemon's "now" lies after every order.
+	end := time.Now().UTC().Truncate(24 * time.Hour)
+	start := end.Add(-time.Duration(o.days) * 24 * time.Hour)
+	if _, err := os.Stat(db); err == nil {
+		fmt.Fprintf(stdout, "database: %s exists; measured as it is\n", db)
+	} else {
+		st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
+		if err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+		fmt.Fprintf(stdout, "built %d orders (%d applies, %d findings, %d balance snapshots) through the write path in %s: %.0f applies/s\n",
+			o.size, st.Applies, st.Findings, st.Snapshots, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
+	}
+
+	if o.build {
+		return nil
+	}
+	sz, err := measureSizes(ctx, db)
+	if err != nil {
+		return fmt.Errorf("sizes: %w", err)
+	}
+	perOrder := func(n int64) float64 { return float64(n) / float64(max(sz.Orders, 1)) }
+	fmt.Fprintf(stdout, "database: %d orders, %.1f MiB, %.0f bytes per order\n", sz.Orders, float64(sz.File)/(1<<20), perOrder(sz.File))
+	fmt.Fprintf(stdout, "webhook bodies kept: %d, %.1f MiB (%.0f bytes per order, %.0f %% of the file); their headers %.0f bytes per order\n",
+		sz.Webhooks, float64(sz.BodyBytes)/(1<<20), perOrder(sz.BodyBytes), 100*float64(sz.BodyBytes)/float64(max(sz.File, 1)), perOrder(sz.OtherBytes))
+	names := make([]string, 0, len(sz.Tables))
+	for n := range sz.Tables {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return sz.Tables[names[i]] > sz.Tables[names[j]] })
+	for i, n := range names {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(stdout, "  %-28s %8.1f MiB  %6.0f bytes per order\n", n, float64(sz.Tables[n])/(1<<20), perOrder(sz.Tables[n]))
+	}
+
+	cfg, err := writeConfig(dir, db)
+	if err != nil {
+		return err
+	}
+	// On a database built by an older orderd this applies the newer
+	// migrations: their cost on a database of this size.
+	mig, err := runCLI(ctx, "orderd migrate", bin, "migrate", "-config", cfg)
+	if err != nil {
+		return err
+	}
+	d, startup, err := startDaemon(ctx, bin, cfg, dir)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	fmt.Fprintf(stdout, "\n%-38s %10s %10s %12s\n", "step", "median", "first", "bytes")
+	line := func(t timing) {
+		fmt.Fprintf(stdout, "%-38s %10s %10s %12d\n", t.Name, ms(t.Median), ms(t.First), t.Bytes)
+	}
+	line(timing{Name: "start-up (exec to /readyz 200)", Median: startup, First: startup})
+	reqs, err := interactive(ctx, d.admin, o.size, o.runs)
+	for _, t := range reqs {
+		line(t)
+	}
+	if err != nil {
+		return err
+	}
+	lastDay := end.Add(-24 * time.Hour)
+	for _, p := range []struct {
+		name     string
+		from, to time.Time
+	}{{fmt.Sprintf("%d days", o.days), start, end}, {"last day", lastDay, end}} {
+		rs, err := reports(ctx, d.admin, p.from, p.to)
+		for _, t := range rs {
+			t.Name += ", " + p.name
+			line(t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "%-38s %10s\n", "daemon peak RSS (VmHWM)", fmt.Sprintf("%.0f MiB", float64(d.peakRSS())/(1<<20)))
+	if err := d.stop(); err != nil {
+		return fmt.Errorf("stop orderd: %w", err)
+	}
+	backupPath := filepath.Join(dir, "backup.db")
+	os.Remove(backupPath)
+	bk, err := runCLI(ctx, "orderd backup", bin, "backup", "-config", cfg, "-o", backupPath)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(backupPath); err == nil {
+		bk.Bytes = st.Size()
+	}
+	os.Remove(backupPath)
+	line(bk)
+	line(mig)
+	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see the replicated-mode benchmark")
+	return nil
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
