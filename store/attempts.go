@@ -692,6 +692,16 @@ type OrderSummary struct {
 // OrdersPage returns orders in row id order, keyset-paged on the row id so
 // that a listing sees every order exactly once even while orders arrive.
 func (s *Store) OrdersPage(ctx context.Context, q OrderQuery) ([]OrderSummary, error) {
+	query, args := ordersPageQuery(q)
+	out, err := s.orderSummaries(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return out, nil
+}
+
+// ordersPageQuery is OrdersPage's query and its arguments.
+func ordersPageQuery(q OrderQuery) (string, []any) {
 	var (
 		where = []string{"o.id > ?"}
 		args  = []any{q.AfterID}
@@ -709,15 +719,7 @@ func (s *Store) OrdersPage(ctx context.Context, q OrderQuery) ([]OrderSummary, e
 		where, args = append(where, "coalesce(o.created_at, o.first_seen_at) < ?"), append(args, q.To.UnixMilli())
 	}
 	args = append(args, pageLimit(q.Limit))
-	out, err := s.orderSummaries(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
-			o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw
-		FROM orders_current o
-		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY o.id LIMIT ?`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list orders: %w", err)
-	}
-	return out, nil
+	return orderSummaryColumns + `WHERE ` + strings.Join(where, " AND ") + ` ORDER BY o.id LIMIT ?`, args
 }
 
 // FindingQuery selects findings for a listing. Zero fields do not filter.
@@ -733,25 +735,11 @@ type FindingQuery struct {
 
 // FindingsPage returns findings in id order.
 func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, error) {
-	var (
-		where = []string{"id > ?"}
-		args  = []any{q.AfterID}
-	)
-	switch q.State {
-	case "":
-	case "open":
-		where = append(where, "resolved_at IS NULL")
-	case "resolved":
-		where = append(where, "resolved_at IS NOT NULL")
-	default:
-		return nil, fmt.Errorf("list findings: unknown state %q", q.State)
+	query, args, err := findingsPageQuery(q)
+	if err != nil {
+		return nil, err
 	}
-	if q.Kind != "" {
-		where, args = append(where, "kind = ?"), append(args, q.Kind)
-	}
-	args = append(args, pageLimit(q.Limit))
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, kind, subject_key, detail, found_at, resolved_at
-		FROM findings WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list findings: %w", err)
 	}
@@ -780,6 +768,29 @@ func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, er
 		return nil, fmt.Errorf("list findings: %w", err)
 	}
 	return out, nil
+}
+
+// findingsPageQuery is FindingsPage's query and its arguments.
+func findingsPageQuery(q FindingQuery) (string, []any, error) {
+	var (
+		where = []string{"id > ?"}
+		args  = []any{q.AfterID}
+	)
+	switch q.State {
+	case "":
+	case "open":
+		where = append(where, "resolved_at IS NULL")
+	case "resolved":
+		where = append(where, "resolved_at IS NOT NULL")
+	default:
+		return "", nil, fmt.Errorf("list findings: unknown state %q", q.State)
+	}
+	if q.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, q.Kind)
+	}
+	args = append(args, pageLimit(q.Limit))
+	return `SELECT id, kind, subject_key, detail, found_at, resolved_at
+		FROM findings WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT ?`, args, nil
 }
 
 const attemptColumns = `id, kind, origin, merchant_order_id, idempotency_key, request, request_hash, state,

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // SelectHeaders exposes selectHeaders to the external tests, which hold it
 // to the json.Marshal encoding it replaced.
@@ -17,4 +20,44 @@ func PendingFromDB(ctx context.Context, s *Store, afterSeq int64, limit int) ([]
 func FeedAfter(s *Store, afterSeq int64, limit int) ([]OutboxEvent, bool) {
 	fed, ok := s.feed.after(afterSeq, limit)
 	return outboxEvents(fed), ok
+}
+
+// RequestPlans returns SQLite's plan of every query the dashboard and the
+// admin reads run, by name, with arguments of the shape they are given.
+func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
+	type q struct {
+		query string
+		args  []any
+	}
+	orders, oargs := ordersPageQuery(OrderQuery{Limit: 51})
+	byStatus, sargs := ordersPageQuery(OrderQuery{Status: "processing", Type: "payin", Limit: 51, AfterID: 7})
+	findings, fargs, err := findingsPageQuery(FindingQuery{State: "open", Limit: 51})
+	if err != nil {
+		return nil, err
+	}
+	qs := map[string]q{
+		"activity":            {activityQuery, []any{0}},
+		"activity range":      {`SELECT count(*) FROM order_history WHERE id >= ? AND id < ? AND body_sha256 IS NOT NULL`, []any{1, 2}},
+		"activity key":        {`SELECT id, observed_at FROM order_history WHERE id >= ? ORDER BY id LIMIT 1`, []any{1}},
+		"activity bounds":     {keyBoundsQuery("order_history", "id"), nil},
+		"recent orders":       {recentOrdersQuery, []any{20}},
+		"order by provider":   {orderByProviderIDQuery, []any{"x"}},
+		"orders by prefix":    {ordersByPrefixQuery, []any{"a", "a\xff", 20}},
+		"orders page":         {orders, oargs},
+		"orders by status":    {byStatus, sargs},
+		"findings page":       {findings, fargs},
+		"open finding counts": {openFindingCountsQuery, nil},
+		"outbox stats":        {outboxStatsQuery, nil},
+		"order":               {orderByMerchantIDQuery, []any{"x"}},
+		"order history":       {orderHistoryQuery, []any{1}},
+	}
+	out := map[string][]string{}
+	for name, q := range qs {
+		plan, err := s.queryPlan(ctx, q.query, q.args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = plan
+	}
+	return out, nil
 }

@@ -170,14 +170,17 @@ func (s *Store) PruneOutbox(ctx context.Context, queuedBefore time.Time) (int64,
 	}
 }
 
+// outboxStatsQuery reads the outbox from its cursor on: the backlog, not
+// the history.
+const outboxStatsQuery = `SELECT
+		(SELECT count(*) FROM outbox WHERE ` + unpublished + `),
+		(SELECT created_at FROM outbox WHERE ` + unpublished + ` ORDER BY seq LIMIT 1)`
+
 // OutboxStats returns the number of unpublished events and when the oldest
 // of them was queued (zero when there are none).
 func (s *Store) OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error) {
 	var first sql.NullInt64
-	err = s.rdb.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM outbox WHERE `+unpublished+`),
-		(SELECT created_at FROM outbox WHERE `+unpublished+` ORDER BY seq LIMIT 1)`).
-		Scan(&backlog, &first)
+	err = s.rdb.QueryRowContext(ctx, outboxStatsQuery).Scan(&backlog, &first)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("outbox stats: %w", err)
 	}

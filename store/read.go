@@ -43,6 +43,16 @@ type HistoryEntry struct {
 	Outcome     Outcome         `json:"outcome"`
 }
 
+// OrderByMerchantID's queries: one order by its unique merchantOrderId,
+// then its history along the (order_id, fingerprint) index.
+const (
+	orderByMerchantIDQuery = `SELECT id, provider_id, merchant_order_id, type, status, fingerprint,
+			raw, learned_via, first_seen_at, updated_at, completed_at, next_check_at, check_attempts
+		FROM orders_current WHERE merchant_order_id = ?`
+	orderHistoryQuery = `SELECT status, fingerprint, source, observed_at, outcome
+		FROM order_history WHERE order_id = ? ORDER BY id`
+)
+
 // OrderByMerchantID returns the order with this merchantOrderId and its
 // history (oldest first), or ErrNotFound.
 func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (*OrderView, error) {
@@ -58,9 +68,7 @@ func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (
 		first, updated       int64
 		completed, nextCheck sql.NullInt64
 	)
-	err = tx.QueryRowContext(ctx, `SELECT id, provider_id, merchant_order_id, type, status, fingerprint,
-			raw, learned_via, first_seen_at, updated_at, completed_at, next_check_at, check_attempts
-		FROM orders_current WHERE merchant_order_id = ?`, merchantOrderID).Scan(&id, &v.ProviderID, &v.MerchantOrderID, &v.Type,
+	err = tx.QueryRowContext(ctx, orderByMerchantIDQuery, merchantOrderID).Scan(&id, &v.ProviderID, &v.MerchantOrderID, &v.Type,
 		&v.Status, &v.Fingerprint, &raw, &v.LearnedVia, &first, &updated, &completed, &nextCheck, &v.CheckAttempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("order %s: %w", merchantOrderID, ErrNotFound)
@@ -77,8 +85,7 @@ func (s *Store) OrderByMerchantID(ctx context.Context, merchantOrderID string) (
 	if nextCheck.Valid {
 		v.NextCheckAt = time.UnixMilli(nextCheck.Int64).UTC()
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT status, fingerprint, source, observed_at, outcome
-		FROM order_history WHERE order_id = ? ORDER BY id`, id)
+	rows, err := tx.QueryContext(ctx, orderHistoryQuery, id)
 	if err != nil {
 		return nil, fmt.Errorf("order %s: history: %w", merchantOrderID, err)
 	}

@@ -98,9 +98,12 @@ func (s *Store) ReconcileRuns(ctx context.Context, job string, limit int) ([]Rec
 	return out, rows.Err()
 }
 
+// openFindingCountsQuery reads the partial index of open findings only.
+const openFindingCountsQuery = `SELECT kind, count(*) FROM findings WHERE resolved_at IS NULL GROUP BY kind`
+
 // OpenFindingCounts returns the number of open findings per kind.
 func (s *Store) OpenFindingCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT kind, count(*) FROM findings WHERE resolved_at IS NULL GROUP BY kind`)
+	rows, err := s.rdb.QueryContext(ctx, openFindingCountsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("open findings: %w", err)
 	}

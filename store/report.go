@@ -449,43 +449,122 @@ type Activity struct {
 }
 
 // Activity counts the webhooks and events of the window [since, now).
-// Rows are found by their integer keys, which grow with time, so the
-// count costs a binary search and a range count rather than a scan of
-// the table; a row committed slightly out of time order may be counted
-// on the wrong side of since, which a rate display can bear.
+// The whole minutes after since's minute are summed from the per-minute
+// counters the write path keeps (activity_minutes, see migration 0008),
+// at most an hour of rows for the dashboard's windows; the rows of since's
+// own minute from since on are counted exactly in the tables, found by
+// their integer keys, which grow with time: a binary search and a range
+// count of at most a minute of rows. A row committed slightly out of time
+// order may be counted on the wrong side of since, which a rate display
+// can bear. Nothing here grows with the size of the database.
 func (s *Store) Activity(ctx context.Context, since time.Time) (Activity, error) {
+	at := since.UnixMilli()
+	minute := at / 60000
+	if at < 0 && at%60000 != 0 {
+		minute-- // floor, for a since before 1970
+	}
 	var a Activity
-	var err error
-	// A webhook body is kept in the history row of the state it brought,
-	// or else in deliveries (see the webhook_deliveries view).
-	inHistory, err := s.countSince(ctx, "order_history", "id", "observed_at", "body_sha256 IS NOT NULL", since)
+	err := s.rdb.QueryRowContext(ctx, activityQuery, minute).Scan(&a.Webhooks, &a.Events)
 	if err != nil {
-		return Activity{}, fmt.Errorf("activity: webhooks: %w", err)
+		return Activity{}, fmt.Errorf("activity: %w", err)
 	}
-	inDeliveries, err := s.countSince(ctx, "deliveries", "id", "first_received_at", "", since)
-	if err != nil {
-		return Activity{}, fmt.Errorf("activity: webhooks: %w", err)
-	}
-	a.Webhooks = inHistory + inDeliveries
-	if a.Events, err = s.countSince(ctx, "outbox", "seq", "created_at", "", since); err != nil {
-		return Activity{}, fmt.Errorf("activity: events: %w", err)
+	// [since, end of its minute): the part of the window the counters
+	// cannot split.
+	next := (minute + 1) * 60000
+	for _, c := range []struct {
+		n                         *int64
+		table, key, timeCol, cond string
+	}{
+		// A webhook body is kept in the history row of the state it
+		// brought, or else in deliveries (see the webhook_deliveries view).
+		{&a.Webhooks, "order_history", "id", "observed_at", "body_sha256 IS NOT NULL"},
+		{&a.Webhooks, "deliveries", "id", "first_received_at", ""},
+		{&a.Events, "outbox", "seq", "created_at", ""},
+	} {
+		n, err := s.countBetween(ctx, c.table, c.key, c.timeCol, c.cond, at, next)
+		if err != nil {
+			return Activity{}, fmt.Errorf("activity: %s: %w", c.table, err)
+		}
+		*c.n += n
 	}
 	return a, nil
 }
 
-// countSince counts the rows of table whose timeCol is at or after since,
+// activityQuery sums the counters of the minutes after the given one,
+// along the table's primary key.
+const activityQuery = `SELECT coalesce(sum(webhooks), 0), coalesce(sum(events), 0) FROM activity_minutes WHERE minute > ?`
+
+// ActivityPlan returns SQLite's query plan for the counters' sum, one line
+// per step, for tests that check it reads a range of the primary key.
+func (s *Store) ActivityPlan(ctx context.Context) ([]string, error) {
+	return s.queryPlan(ctx, activityQuery, 0)
+}
+
+// queryPlan returns SQLite's plan for query, one line per step.
+func (s *Store) queryPlan(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query plan: %w", err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var (
+			id, parent, notused int
+			detail              string
+		)
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return nil, fmt.Errorf("query plan: %w", err)
+		}
+		plan = append(plan, detail)
+	}
+	return plan, rows.Err()
+}
+
+// countBetween counts the rows of table whose timeCol is in [from, to),
 // assuming timeCol grows with the integer key, and that match where when
 // it is not empty. table, key, timeCol and where are constants of this
 // package, never input.
-func (s *Store) countSince(ctx context.Context, table, key, timeCol, where string, since time.Time) (int64, error) {
+func (s *Store) countBetween(ctx context.Context, table, key, timeCol, where string, from, to int64) (int64, error) {
+	lo, err := s.firstKeyAt(ctx, table, key, timeCol, from)
+	if err != nil || lo < 0 {
+		return 0, err
+	}
+	hi, err := s.firstKeyAt(ctx, table, key, timeCol, to)
+	if err != nil {
+		return 0, err
+	}
+	q := `SELECT count(*) FROM ` + table + ` WHERE ` + key + ` >= ?`
+	args := []any{lo}
+	if hi >= 0 {
+		q += ` AND ` + key + ` < ?`
+		args = append(args, hi)
+	}
+	if where != "" {
+		q += ` AND ` + where
+	}
+	var n int64
+	err = s.rdb.QueryRowContext(ctx, q, args...).Scan(&n)
+	return n, err
+}
+
+// keyBoundsQuery reads a table's smallest and largest key. Two subqueries:
+// SQLite answers a lone min() or max() from one end of the key, but a
+// query asking both reads the whole table (or an index of it).
+func keyBoundsQuery(table, key string) string {
+	return `SELECT (SELECT min(` + key + `) FROM ` + table + `), (SELECT max(` + key + `) FROM ` + table + `)`
+}
+
+// firstKeyAt returns the key of the first row whose timeCol is at or
+// after at, by a binary search over the keys, or -1 when there is none.
+func (s *Store) firstKeyAt(ctx context.Context, table, key, timeCol string, at int64) (int64, error) {
 	var lo, hi sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT min(`+key+`), max(`+key+`) FROM `+table).Scan(&lo, &hi); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, keyBoundsQuery(table, key)).Scan(&lo, &hi); err != nil {
 		return 0, err
 	}
 	if !lo.Valid {
-		return 0, nil
+		return -1, nil
 	}
-	at := since.UnixMilli()
 	// timeAt returns the key and time of the first row at or after k.
 	timeAt := func(k int64) (int64, int64, error) {
 		var id, t int64
@@ -497,9 +576,8 @@ func (s *Store) countSince(ctx context.Context, table, key, timeCol, where strin
 		return 0, err
 	}
 	if last < at {
-		return 0, nil
+		return -1, nil
 	}
-	// Find the first key whose row is at or after since.
 	l, h := lo.Int64, hi.Int64
 	for l < h {
 		mid := l + (h-l)/2
@@ -513,14 +591,32 @@ func (s *Store) countSince(ctx context.Context, table, key, timeCol, where strin
 			l = id + 1
 		}
 	}
-	var n int64
-	q := `SELECT count(*) FROM ` + table + ` WHERE ` + key + ` >= ?`
-	if where != "" {
-		q += ` AND ` + where
-	}
-	err = s.rdb.QueryRowContext(ctx, q, l).Scan(&n)
-	return n, err
+	return l, nil
 }
+
+// The dashboard's order queries. Each walks an index and stops at its
+// limit; the tests of this package check their plans.
+const (
+	// updated_at has no index (each would cost a random write per state
+	// change on the hot path). An order's current state is the history
+	// row its state_id points at, and history ids grow as changes are
+	// recorded, so walking the history backwards and keeping the rows
+	// that are some order's current state yields each order once, the
+	// last changed first. CROSS JOIN keeps the history as the outer loop;
+	// the walk passes over superseded and stale states only, a few per
+	// order.
+	recentOrdersQuery = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
+			o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, coalesce(h.raw, d.raw)
+		FROM order_history h
+		CROSS JOIN orders o ON o.id = h.order_id AND o.state_id = h.id
+		LEFT JOIN deliveries d ON d.id = h.delivery_id
+		ORDER BY h.id DESC LIMIT ?`
+	orderSummaryColumns = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.learned_via,
+		o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw FROM orders_current o `
+	orderByProviderIDQuery = orderSummaryColumns + `WHERE o.provider_id = ?`
+	ordersByPrefixQuery    = orderSummaryColumns + `WHERE o.merchant_order_id >= ? AND o.merchant_order_id < ?
+		ORDER BY o.merchant_order_id LIMIT ?`
+)
 
 // RecentOrders returns, when query is empty, the limit orders whose state
 // changed last, the latest change first (by UpdatedAt, which is when
@@ -530,23 +626,8 @@ func (s *Store) countSince(ctx context.Context, table, key, timeCol, where strin
 // whatever the size of the tables.
 func (s *Store) RecentOrders(ctx context.Context, query string, limit int) ([]OrderSummary, error) {
 	limit = pageLimit(limit)
-	const cols = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.learned_via,
-		o.created_at, o.first_seen_at, o.updated_at, o.completed_at, o.raw FROM orders_current o `
 	if query == "" {
-		// updated_at has no index (each would cost a random write per state
-		// change on the hot path). An order's current state is the history
-		// row its state_id points at, and history ids grow as changes are
-		// recorded, so walking the history backwards and keeping the rows
-		// that are some order's current state yields each order once, the
-		// last changed first. CROSS JOIN keeps the history as the outer
-		// loop; the walk passes over superseded and stale states only, a
-		// few per order.
-		out, err := s.orderSummaries(ctx, `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status,
-				o.learned_via, o.created_at, o.first_seen_at, o.updated_at, o.completed_at, coalesce(h.raw, d.raw)
-			FROM order_history h
-			CROSS JOIN orders o ON o.id = h.order_id AND o.state_id = h.id
-			LEFT JOIN deliveries d ON d.id = h.delivery_id
-			ORDER BY h.id DESC LIMIT ?`, limit)
+		out, err := s.orderSummaries(ctx, recentOrdersQuery, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -555,14 +636,13 @@ func (s *Store) RecentOrders(ctx context.Context, query string, limit int) ([]Or
 		slices.SortStableFunc(out, func(a, b OrderSummary) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 		return out, nil
 	}
-	out, err := s.orderSummaries(ctx, cols+`WHERE o.provider_id = ?`, query)
+	out, err := s.orderSummaries(ctx, orderByProviderIDQuery, query)
 	if err != nil {
 		return nil, err
 	}
 	// Every UTF-8 string that starts with query sorts below query followed
 	// by the byte 0xff, which no UTF-8 text contains.
-	byMID, err := s.orderSummaries(ctx, cols+`WHERE o.merchant_order_id >= ? AND o.merchant_order_id < ?
-		ORDER BY o.merchant_order_id LIMIT ?`, query, query+"\xff", limit)
+	byMID, err := s.orderSummaries(ctx, ordersByPrefixQuery, query, query+"\xff", limit)
 	if err != nil {
 		return nil, err
 	}

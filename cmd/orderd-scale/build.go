@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -65,7 +65,9 @@ func orderCurrency(i int) string {
 	return "brl"
 }
 
-func refunded(i int) bool { return orderStatus(i) == provider.StatusCompleted && orderType(i) == "payin" && i%10 == 3 }
+func refunded(i int) bool {
+	return orderStatus(i) == provider.StatusCompleted && orderType(i) == "payin" && i%10 == 3
+}
 func repeated(i int) bool { return i%25 == 7 }
 func hasFinding(i int) bool {
 	return i%1000 == 999
