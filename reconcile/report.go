@@ -152,6 +152,10 @@ type ReportConfig struct {
 	// HTMLMaxLines caps the order lines and findings of an HTML report;
 	// zero means DefaultHTMLMaxLines.
 	HTMLMaxLines int
+	// CSVGuardFormulas prefixes a ' to every CSV text cell that starts with
+	// =, +, -, @, a tab or a CR, so that a spreadsheet shows it as text
+	// rather than run it as a formula. Off, values are written exactly.
+	CSVGuardFormulas bool
 }
 
 // Reporter writes finance reports from the store.
@@ -160,6 +164,8 @@ type Reporter struct {
 	now     func() time.Time
 	log     *slog.Logger
 	htmlMax int
+	// csvGuard: ReportConfig.CSVGuardFormulas.
+	csvGuard bool
 	tmpl    *template.Template
 	tmplErr error
 }
@@ -175,7 +181,7 @@ func NewReporter(st ReportStore, cfg ReportConfig) *Reporter {
 	if cfg.HTMLMaxLines <= 0 {
 		cfg.HTMLMaxLines = DefaultHTMLMaxLines
 	}
-	r := &Reporter{store: st, now: cfg.Now, log: cfg.Logger, htmlMax: cfg.HTMLMaxLines}
+	r := &Reporter{store: st, now: cfg.Now, log: cfg.Logger, htmlMax: cfg.HTMLMaxLines, csvGuard: cfg.CSVGuardFormulas}
 	r.tmpl, r.tmplErr = parseReportTemplates()
 	return r
 }

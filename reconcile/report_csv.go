@@ -1,10 +1,11 @@
 package reconcile
 
 import (
+	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,29 +33,47 @@ var CSVSummaryHeader = []string{
 	"balance_comparisons", "comparisons_out_of_tolerance",
 }
 
+// csvLineText and csvSummaryText mark the text columns of each CSV: the
+// values stored as the provider or orderd wrote them (ids, type, status,
+// membership, currencies, how the order was learned, finding kinds). The
+// others are amounts and times orderd formats itself, which never start
+// with anything a spreadsheet reads as a formula but a minus sign, and a
+// negative amount must stay a number.
+var (
+	csvLineText    = []bool{true, true, true, true, true, false, false, false, true, false, true, false, true, false, true, true, true, false, true}
+	csvSummaryText = []bool{true}
+)
+
+// csvGuardedColumn is the last column of the summary when the formula
+// guard is on: the report says that its text cells may carry a leading '.
+const csvGuardedColumn = "formulas_guarded"
+
 // WriteCSV writes the report of p as CSV (RFC 4180: CRLF line ends,
-// quoting where needed, a header row). The order lines go to lines; the
-// per-currency summary goes to summary, or, when summary is nil, to lines
-// after an empty line, with its own header. Lines are written as they
-// are read and totals kept per currency, so the report streams in one
-// pass.
+// quoting where needed, a header row). Every value is written exactly as
+// stored: a field holding a comma, a quote, a CR, an LF or a leading space
+// or tab is quoted, and everything inside the quotes is the value's bytes
+// (quotes doubled), so an RFC 4180 reader gets back each CR, LF and CRLF
+// as it was. With ReportConfig.CSVGuardFormulas, a text cell starting
+// with =, +, -, @, a tab or a CR gets a leading ' so that a spreadsheet
+// shows it as text, and the summary says so in a last column. The order
+// lines go to lines; the per-currency summary goes to summary, or, when
+// summary is nil, to lines after an empty line, with its own header.
+// Lines are written as they are read and totals kept per currency, so
+// the report streams in one pass.
 func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Period) error {
 	rp, err := r.open(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer rp.close()
-	lw := csv.NewWriter(lines)
-	lw.UseCRLF = true
-	if err := lw.Write(CSVLineHeader); err != nil {
-		return fmt.Errorf("write csv: %w", err)
-	}
+	lw := newCSVWriter(lines, r.csvGuard, csvLineText)
+	lw.record(CSVLineHeader)
 	t := newTotals()
 	rec := make([]string, len(CSVLineHeader))
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
 		csvLine(rec, l)
-		return lw.Write(rec)
+		return lw.record(rec)
 	})
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
@@ -65,36 +84,117 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	}
 	sw := lw
 	if summary != nil {
-		lw.Flush()
-		if err := lw.Error(); err != nil {
+		if err := lw.flush(); err != nil {
 			return fmt.Errorf("write csv: %w", err)
 		}
-		sw = csv.NewWriter(summary)
-		sw.UseCRLF = true
+		sw = newCSVWriter(summary, r.csvGuard, csvSummaryText)
 	} else {
-		// An empty line ends the lines section. csv.Writer writes a
-		// one-field record of "" as a quoted "", so the line goes around it.
-		lw.Flush()
-		if err := lw.Error(); err != nil {
-			return fmt.Errorf("write csv: %w", err)
-		}
-		if _, err := io.WriteString(lines, "\r\n"); err != nil {
-			return fmt.Errorf("write csv: %w", err)
-		}
+		sw.text = csvSummaryText
+		sw.raw("\r\n") // an empty line ends the lines section
 	}
-	if err := sw.Write(CSVSummaryHeader); err != nil {
-		return fmt.Errorf("write csv: %w", err)
+	header := CSVSummaryHeader
+	if r.csvGuard {
+		header = append(slices.Clip(header), csvGuardedColumn)
 	}
+	sw.record(header)
 	for _, c := range cur {
-		if err := sw.Write(csvSummary(c)); err != nil {
-			return fmt.Errorf("write csv: %w", err)
+		rec := csvSummary(c)
+		if r.csvGuard {
+			rec = append(rec, "true")
 		}
+		sw.record(rec)
 	}
-	sw.Flush()
-	if err := sw.Error(); err != nil {
+	if err := sw.flush(); err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
 	return nil
+}
+
+// csvWriter writes RFC 4180 records exactly (see WriteCSV), buffered.
+// encoding/csv's Writer is not used: with UseCRLF it turns a lone CR
+// inside a value into CRLF, so two different values would read back alike.
+type csvWriter struct {
+	w     *bufio.Writer
+	guard bool
+	// text marks the columns the formula guard applies to.
+	text []bool
+	err  error
+}
+
+func newCSVWriter(w io.Writer, guard bool, text []bool) *csvWriter {
+	return &csvWriter{w: bufio.NewWriterSize(w, 64<<10), guard: guard, text: text}
+}
+
+// record writes one record and its CRLF; the first write error is kept
+// and returned from then on.
+func (c *csvWriter) record(fields []string) error {
+	if c.err != nil {
+		return c.err
+	}
+	for i, f := range fields {
+		if i > 0 {
+			c.w.WriteByte(',')
+		}
+		if c.guard && i < len(c.text) && c.text[i] && f != "" && strings.IndexByte("=+-@\t\r", f[0]) >= 0 {
+			c.field("'" + f)
+			continue
+		}
+		c.field(f)
+	}
+	_, c.err = c.w.WriteString("\r\n")
+	return c.err
+}
+
+// field writes one value, quoted when it needs to be.
+func (c *csvWriter) field(f string) {
+	if !csvNeedsQuotes(f) {
+		c.w.WriteString(f)
+		return
+	}
+	c.w.WriteByte('"')
+	for {
+		i := strings.IndexByte(f, '"')
+		if i < 0 {
+			break
+		}
+		c.w.WriteString(f[:i+1])
+		c.w.WriteByte('"')
+		f = f[i+1:]
+	}
+	c.w.WriteString(f)
+	c.w.WriteByte('"')
+}
+
+// csvNeedsQuotes: a separator, a quote or a line break inside, or a
+// leading space or tab, which some readers trim.
+func csvNeedsQuotes(f string) bool {
+	if f == "" {
+		return false
+	}
+	if f[0] == ' ' || f[0] == '\t' {
+		return true
+	}
+	for i := 0; i < len(f); i++ {
+		switch f[i] {
+		case ',', '"', '\r', '\n':
+			return true
+		}
+	}
+	return false
+}
+
+func (c *csvWriter) raw(s string) {
+	if c.err == nil {
+		_, c.err = c.w.WriteString(s)
+	}
+}
+
+func (c *csvWriter) flush() error {
+	if c.err != nil {
+		return c.err
+	}
+	c.err = c.w.Flush()
+	return c.err
 }
 
 // csvLine fills rec with l's fields.

@@ -274,6 +274,10 @@ type Schedules struct {
 // ReportsConfig is where scheduled reports are written.
 type ReportsConfig struct {
 	Dir string `yaml:"dir"`
+	// CSVGuardFormulas prefixes a ' to CSV text cells that start with =,
+	// +, -, @, a tab or a CR, for teams that open the CSV in a
+	// spreadsheet; off, every value is written exactly as stored.
+	CSVGuardFormulas bool `yaml:"csv_guard_formulas"`
 }
 
 // LogConfig selects the log level and encoding.

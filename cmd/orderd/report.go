@@ -63,7 +63,8 @@ func reportCommand() command {
 					return cfg.storeError(err)
 				}
 				defer st.Close(context.WithoutCancel(ctx))
-				rep := reconcile.NewReporter(st, reconcile.ReportConfig{Logger: lg.Logger.With("component", "report")})
+				rep := reconcile.NewReporter(st, reconcile.ReportConfig{Logger: lg.Logger.With("component", "report"),
+					CSVGuardFormulas: cfg.Reports.CSVGuardFormulas})
 				if *out == "" {
 					return rep.Write(ctx, e.Stdout, p, *format, reconcile.WriteOptions{})
 				}
@@ -89,7 +90,8 @@ func reportCommand() command {
 // report in every format to reports.dir.
 func wireReports(d *daemon, deps *api.Deps) error {
 	logger := d.log.With("component", "report")
-	rep := reconcile.NewReporter(d.store, reconcile.ReportConfig{Now: d.now, Logger: logger})
+	rep := reconcile.NewReporter(d.store, reconcile.ReportConfig{Now: d.now, Logger: logger,
+		CSVGuardFormulas: d.cfg.Reports.CSVGuardFormulas})
 	deps.Reports = api.NewReports(api.ReportsConfig{Writer: rep, Logger: logger})
 	files := api.NewReportFiles(api.ReportFilesConfig{Dir: d.cfg.Reports.Dir, Logger: logger})
 	deps.ReportFiles = files

@@ -145,6 +145,23 @@ func TestReport_run(t *testing.T) {
 		}
 	})
 
+	// reports.csv_guard_formulas reaches the report: its summary says so.
+	t.Run("csv with reports.csv_guard_formulas", func(t *testing.T) {
+		dir := t.TempDir()
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guarded := writeFile(t, dir, "config.yaml", string(b)+"reports:\n  csv_guard_formulas: true\n")
+		r := runOrderd(t, nil, nil, append([]string{"report", "-config", guarded}, period...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, ",formulas_guarded\r\n") {
+			t.Errorf("the summary does not say the guard is on:\n%s", r.stdout)
+		}
+	})
+
 	t.Run("html to a file", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "nov.html")
 		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "html", "-o", out}, period...)...)
