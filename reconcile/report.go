@@ -166,8 +166,8 @@ type Reporter struct {
 	htmlMax int
 	// csvGuard: ReportConfig.CSVGuardFormulas.
 	csvGuard bool
-	tmpl    *template.Template
-	tmplErr error
+	tmpl     *template.Template
+	tmplErr  error
 }
 
 // NewReporter returns a Reporter reading st.
