@@ -37,7 +37,7 @@ var Formats = []string{FormatCSV, FormatJSON, FormatHTML}
 const (
 	// DefaultHTMLMaxLines caps the order lines (and findings) an HTML
 	// report shows; the CSV and JSON reports have every one.
-	DefaultHTMLMaxLines = 10_000
+	DefaultHTMLMaxLines = 300
 	// maxChartPoints bounds the points of one series of a chart.
 	maxChartPoints = 500
 	// refundSkew is how long before a period an order may have last

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bufio"
+	"cmp"
 	"container/heap"
 	"context"
 	_ "embed"
@@ -160,7 +161,30 @@ func compareLines(a, b *Line) int {
 	return strings.Compare(a.OrderID, b.OrderID)
 }
 
-// firstLines keeps the first max lines by compareLines out of a stream
+// exceptionRank is how much a line needs a person's eyes: an order with an
+// open finding first, then one still open at the end of the period, then
+// the rest.
+func exceptionRank(l *Line) int {
+	switch {
+	case len(l.OpenFindings) > 0:
+		return 0
+	case l.Membership == store.ReportOpen:
+		return 1
+	}
+	return 2
+}
+
+// keepFirst orders lines for the choice of which the HTML report shows
+// when there are more than it holds: exceptions first, then as the table
+// lists them (compareLines).
+func keepFirst(a, b *Line) int {
+	if c := exceptionRank(a) - exceptionRank(b); c != 0 {
+		return c
+	}
+	return compareLines(a, b)
+}
+
+// firstLines keeps the first max lines by keepFirst out of a stream
 // of any length, in a heap whose root is the last line kept, so the
 // memory it takes is bounded by max whatever the size of the period.
 type firstLines struct {
@@ -169,7 +193,7 @@ type firstLines struct {
 }
 
 func (f *firstLines) Len() int           { return len(f.lines) }
-func (f *firstLines) Less(i, j int) bool { return compareLines(f.lines[i], f.lines[j]) > 0 }
+func (f *firstLines) Less(i, j int) bool { return keepFirst(f.lines[i], f.lines[j]) > 0 }
 func (f *firstLines) Swap(i, j int)      { f.lines[i], f.lines[j] = f.lines[j], f.lines[i] }
 func (f *firstLines) Push(x any)         { f.lines = append(f.lines, x.(*Line)) }
 func (f *firstLines) Pop() any {
@@ -183,7 +207,7 @@ func (f *firstLines) add(l *Line) {
 	switch {
 	case len(f.lines) < f.max:
 		heap.Push(f, l.clone())
-	case compareLines(l, f.lines[0]) < 0:
+	case keepFirst(l, f.lines[0]) < 0:
 		f.lines[0] = l.clone()
 		heap.Fix(f, 0)
 	}
@@ -209,6 +233,74 @@ func (l *Line) clone() *Line {
 	c.Refunded = slices.Clone(l.Refunded)
 	c.OpenFindings = slices.Clone(l.OpenFindings)
 	return &c
+}
+
+// breakdown counts the period's order lines by day (by month for a period
+// longer than two months), currency, membership and status, with their
+// authorized amounts: what the HTML report shows of the lines it does not
+// list. Its size grows with the days of the period, never with its orders.
+type breakdown struct {
+	layout string // time layout of the first column
+	rows   map[breakdownKey]*breakdownRow
+}
+
+type breakdownKey struct {
+	When, Currency, Membership, Status string
+}
+
+// breakdownRow is one row of the breakdown table.
+type breakdownRow struct {
+	breakdownKey
+	Lines      int
+	authorized decimal.Decimal
+	exp        int32 // the most decimal places an amount of the row had
+	Authorized string
+}
+
+func newBreakdown(p Period) *breakdown {
+	b := &breakdown{layout: time.DateOnly, rows: map[breakdownKey]*breakdownRow{}}
+	if p.To.Sub(p.From) > 62*24*time.Hour {
+		b.layout = "2006-01"
+	}
+	return b
+}
+
+// add counts l under the day that placed it in the period: its
+// completion for final and refund lines, its creation for open ones.
+func (b *breakdown) add(l *Line) {
+	at := l.CompletedAt
+	if l.Membership == store.ReportOpen || at.IsZero() {
+		at = l.CreatedAt
+	}
+	k := breakdownKey{Currency: l.currency(), Membership: l.Membership, Status: l.Status}
+	if !at.IsZero() {
+		k.When = at.UTC().Format(b.layout)
+	}
+	row := b.rows[k]
+	if row == nil {
+		row = &breakdownRow{breakdownKey: k}
+		b.rows[k] = row
+	}
+	row.Lines++
+	if l.Authorized != nil && l.Authorized.Currency == k.Currency {
+		row.authorized = row.authorized.Add(l.Authorized.Amount)
+		row.exp = min(row.exp, l.Authorized.Amount.Exponent())
+	}
+}
+
+// sorted returns the rows by time, currency, membership (as the orders
+// table lists them) and status.
+func (b *breakdown) sorted() []*breakdownRow {
+	out := make([]*breakdownRow, 0, len(b.rows))
+	for _, r := range b.rows {
+		r.Authorized = r.authorized.StringFixed(-r.exp)
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *breakdownRow) int {
+		return cmp.Or(strings.Compare(a.When, b.When), strings.Compare(a.Currency, b.Currency),
+			membershipRank(a.Membership)-membershipRank(b.Membership), strings.Compare(a.Status, b.Status))
+	})
+	return out
 }
 
 type htmlCurrency struct {
@@ -248,10 +340,12 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	t := newTotals()
 	first := &firstLines{max: r.htmlMax}
 	byMembership := map[string]int{}
+	bd := newBreakdown(rp.p)
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
 		byMembership[l.Membership]++
 		first.add(l)
+		bd.add(l)
 		return nil
 	})
 	if err != nil {
@@ -296,6 +390,12 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	if err := exec("findings-end", head); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
+	if err := exec("breakdown", htmlBreakdown{Head: head, Rows: bd.sorted(), Monthly: bd.layout != time.DateOnly}); err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	if err := exec("lines-head", head); err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
 	lines := first.sorted()
 	for i, l := range lines {
 		if i == 0 || l.Membership != lines[i-1].Membership {
@@ -330,8 +430,46 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	if err := exec("lines-end", head); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
-	err = rp.tx.Runs(ctx, rp.p.From, rp.p.To, func(run store.ReconcileRun) error { return exec("run", run) })
+	// Scheduled jobs run every minute or so: thousands of runs a day. Past
+	// the cap only the failed runs are listed, and the note counts them
+	// all per job.
+	runs := htmlRuns{Max: r.htmlMax}
+	byJob := map[string]*jobRuns{}
+	err = rp.tx.Runs(ctx, rp.p.From, rp.p.To, func(run store.ReconcileRun) error {
+		runs.Runs++
+		j := byJob[run.Job]
+		if j == nil {
+			j = &jobRuns{Job: run.Job}
+			byJob[run.Job] = j
+		}
+		j.Runs++
+		if run.Error != "" {
+			runs.Failed++
+			j.Failed++
+		}
+		return nil
+	})
 	if err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	for _, k := range sortedKeys(byJob) {
+		runs.Jobs = append(runs.Jobs, *byJob[k])
+	}
+	n = 0
+	err = rp.tx.Runs(ctx, rp.p.From, rp.p.To, func(run store.ReconcileRun) error {
+		if runs.Runs > r.htmlMax && run.Error == "" {
+			return nil
+		}
+		if n == r.htmlMax {
+			return errStop
+		}
+		n++
+		return exec("run", run)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("write html: %w", err)
+	}
+	if err := exec("runs-end", runs); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
 	if err := exec("tail", head); err != nil {
@@ -341,6 +479,25 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 		return fmt.Errorf("write html: %w", err)
 	}
 	return nil
+}
+
+// htmlRuns counts the reconcile runs of the period, for the note under
+// their table.
+type htmlRuns struct {
+	Runs, Failed, Max int
+	Jobs              []jobRuns
+}
+
+type jobRuns struct {
+	Job          string
+	Runs, Failed int
+}
+
+// htmlBreakdown is what the breakdown table shows.
+type htmlBreakdown struct {
+	Head    htmlHead
+	Rows    []*breakdownRow
+	Monthly bool
 }
 
 // errStop ends an iteration early without being an error.

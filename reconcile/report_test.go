@@ -537,8 +537,9 @@ func TestReporter_WriteHTML(t *testing.T) {
 		`5.00 brl unexplained of a drift of 5.00 (tolerance 0.00)`,
 		`<td>quarantined_webhook</td><td>m-garbled</td>`,
 		`<table id="orders" class="lines">`,
-		`Showing the first 3 of 8 order lines, in the order above; the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> has every line.`,
-		`Final in the period, by completion time · 5 lines, the first 3 shown`,
+		`Showing 3 of 8 order lines: those with an open finding first, then those still open at the end of the period, then the first of the others, in the order above.`,
+		`the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> and the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=json">JSON report</a> have every line.`,
+		`<table id="breakdown">`,
 		`8 order lines · 2 findings`,
 		`<table id="runs">`,
 		`Content-Security-Policy`,
@@ -720,12 +721,14 @@ func TestReporter_WriteHTML_lineOrder(t *testing.T) {
 			"Final earlier, with a refund completed in the period, by the order's completion time · 1 line",
 			"Open at the end of the period, by creation time · 2 lines",
 		}},
-		{"capped at 4", 4, "m-10 m-20 m-30 m-50", []string{
-			"Final in the period, by completion time · 3 lines",
-			"Final earlier, with a refund completed in the period, by the order's completion time · 1 line",
+		// Past the cap, the exceptions (here the open orders) are kept
+		// first, then the first of the others; the table keeps its order.
+		{"capped at 4", 4, "m-10 m-20 m-60 m-61", []string{
+			"Final in the period, by completion time · 3 lines, 2 shown",
+			"Open at the end of the period, by creation time · 2 lines",
 		}},
-		{"capped at 2", 2, "m-10 m-20", []string{
-			"Final in the period, by completion time · 3 lines, the first 2 shown",
+		{"capped at 2", 2, "m-60 m-61", []string{
+			"Open at the end of the period, by creation time · 2 lines",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -741,8 +744,18 @@ func TestReporter_WriteHTML_lineOrder(t *testing.T) {
 			if strings.Join(groups, "\n") != strings.Join(tc.groups, "\n") {
 				t.Errorf("groups\n%s\nwant\n%s", strings.Join(groups, "\n"), strings.Join(tc.groups, "\n"))
 			}
-			if tc.max != 0 && !strings.Contains(buf.String(), fmt.Sprintf("Showing the first %d of 6 order lines", tc.max)) {
+			if tc.max != 0 && !strings.Contains(buf.String(), fmt.Sprintf("Showing %d of 6 order lines", tc.max)) {
 				t.Errorf("no note about the cap")
+			}
+			// Every line counts in the breakdown, listed or not.
+			for _, row := range []string{
+				`<tr><td>2026-10-31</td><td>brl</td><td>refund</td><td>completed</td><td class="num">1</td><td class="num">10.00</td></tr>`,
+				`<tr><td>2026-11-01</td><td>brl</td><td>final</td><td>completed</td><td class="num">3</td><td class="num">30.00</td></tr>`,
+				`<tr><td>2026-11-01</td><td>brl</td><td>open</td><td>processing</td><td class="num">2</td><td class="num">20.00</td></tr>`,
+			} {
+				if !strings.Contains(buf.String(), row) {
+					t.Errorf("breakdown lacks %s", row)
+				}
 			}
 		})
 	}
