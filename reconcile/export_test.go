@@ -1,6 +1,9 @@
 package reconcile
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // TimeAxis fits a chart's time axis to times within p, as the HTML
 // report does, and returns its ends and its tick labels ("time date",
@@ -18,4 +21,32 @@ func TimeAxis(p Period, times []time.Time) (from, to time.Time, ticks []string) 
 		ticks = append(ticks, s)
 	}
 	return a.from, a.to, ticks
+}
+
+// EncodeLine returns l's JSON as the report writes it and as
+// encoding/json writes jsonLine, the reference it must equal.
+func EncodeLine(l *Line) (fast, reference []byte) {
+	fast = append([]byte(nil), newLineEncoder().line(l)...)
+	jw := newJSONWriter(nil)
+	jw.buf.Reset()
+	if err := jw.enc.Encode(newJSONLine(l)); err != nil {
+		panic(err)
+	}
+	return fast, []byte(strings.TrimSuffix(jw.buf.String(), "\n"))
+}
+
+// DecodeAmounts decodes raw with the token reader (fastErr is its
+// refusal) and with the general decode, for the tests to compare.
+func DecodeAmounts(raw []byte) (fast, general any, fastErr, generalErr error) {
+	var f, g orderAmounts
+	var d amountsDecoder
+	fastErr = d.decode(raw, &f)
+	generalErr = g.decode(raw)
+	// No transactions is no transactions, whether nil or empty.
+	for _, a := range []*orderAmounts{&f, &g} {
+		if len(a.Transactions) == 0 {
+			a.Transactions = nil
+		}
+	}
+	return f, g, fastErr, generalErr
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/shopspring/decimal"
 
 	"orderd/provider"
@@ -302,11 +303,12 @@ func (rp *report) close() {
 // The Line is reused between calls.
 func (rp *report) lines(ctx context.Context, fn func(*Line) error) error {
 	var (
-		l   Line
-		dec orderAmounts
+		l    Line
+		dec  orderAmounts
+		fast amountsDecoder
 	)
 	return rp.tx.Orders(ctx, rp.p.From, rp.p.To, rp.p.From.Add(-refundSkew), func(o *store.ReportOrder) error {
-		if err := dec.decode(o.Raw); err != nil {
+		if err := dec.decodeWith(&fast, o.Raw); err != nil {
 			// The write path stored it, so it decoded once; a report shows
 			// the order with what the columns say rather than fail.
 			rp.r.log.Warn("report: order state does not decode", "order", o.ProviderID, "err", err)
@@ -455,6 +457,17 @@ type wireMoney struct {
 	Currency string `json:"currency"`
 }
 
+// decodeWith reads raw into a with fd, the token reader, and falls back to
+// decode for a state it leaves alone; the transactions' slice is reused.
+func (a *orderAmounts) decodeWith(fd *amountsDecoder, raw []byte) error {
+	txs := a.Transactions[:0]
+	*a = orderAmounts{Transactions: txs}
+	if len(raw) > 0 && fd.decode(raw, a) == nil {
+		return nil
+	}
+	return a.decode(raw)
+}
+
 // decode reads raw into a. The write path decoded every stored state
 // with the provider's strict types, so an amount or time that does not
 // parse here is a damaged row: it is an error, and the line shows what
@@ -467,8 +480,16 @@ func (a *orderAmounts) decode(raw []byte) error {
 	// A fresh value each time: decoding into a reused one would keep the
 	// fields of an earlier order that this one does not state.
 	var w wireOrder
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
+	// JSON v2 reads the value in one pass (v1 validates it whole first,
+	// then decodes). Its defaults are stricter than v1's — names matched
+	// exactly, a name twice refused — which every stored state meets: the
+	// write path refused any other. A state it refuses all the same (a
+	// row damaged since) is read as v1 reads it.
+	if jsonv2.Unmarshal(raw, &w) != nil {
+		w = wireOrder{}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return err
+		}
 	}
 	var err error
 	money := func(m *wireMoney) *provider.Money {

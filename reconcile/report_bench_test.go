@@ -29,14 +29,32 @@ const (
 	benchChildMode = "ORDERD_REPORT_BENCH_MODE"
 	benchKeep      = "ORDERD_REPORT_BENCH_KEEP"
 	benchProfile   = "ORDERD_REPORT_BENCH_CPUPROFILE"
+	// benchPeriod, "FROM/TO" in dates, reports on that period instead of
+	// benchDay: with ORDERD_REPORT_BENCH_KEEP pointing at a database built
+	// by orderd-scale (make bench-scale), a month of its orders.
+	benchPeriod = "ORDERD_REPORT_BENCH_PERIOD"
 )
+
+// reportPeriod is the period the children report on.
+func reportPeriod() reconcile.Period {
+	from, to, ok := strings.Cut(os.Getenv(benchPeriod), "/")
+	if !ok {
+		return benchDay
+	}
+	p, err := reconcile.ParsePeriod(from, to)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, benchPeriod+":", err)
+		os.Exit(2)
+	}
+	return p
+}
 
 // benchDay is the period every benchmark order falls in.
 var benchDay = reconcile.Day(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 
 // BenchmarkReporter_WriteCSV writes the CSV report (lines and summary
-// files) of a day with 1,000,000 orders (100,000 with -short) and
-// measures time and peak memory. The report runs in a child process (this
+// files) and the JSON report of a day with 1,000,000 orders (100,000 with
+// -short) and measures time and peak memory of each. The report runs in a child process (this
 // test binary again) that reports its own peak RSS (VmHWM of
 // /proc/self/status): the report's memory, not the setup's. (getrusage's
 // maxrss of a child would not do: Go starts children with a vfork-style
@@ -96,13 +114,16 @@ func BenchmarkReporter_WriteCSV(b *testing.B) {
 
 	b.ResetTimer()
 	var (
-		report, scan     time.Duration
-		reportRSS, scanR int64
+		report, scan, jsonT     time.Duration
+		reportRSS, scanR, jsonR int64
 	)
 	for range b.N {
 		d, rss := child("csv")
 		report += d
 		reportRSS = max(reportRSS, rss)
+		d, rss = child("json")
+		jsonT += d
+		jsonR = max(jsonR, rss)
 		d, rss = child("scan")
 		scan += d
 		scanR = max(scanR, rss)
@@ -117,6 +138,8 @@ func BenchmarkReporter_WriteCSV(b *testing.B) {
 	b.ReportMetric(perRun.Seconds(), "s/report")
 	b.ReportMetric(float64(reportRSS)/(1<<20), "MiB-maxrss")
 	b.ReportMetric(float64(st.Size())/(1<<20), "MiB-csv")
+	b.ReportMetric((jsonT / time.Duration(b.N)).Seconds(), "s/report-json")
+	b.ReportMetric(float64(jsonR)/(1<<20), "MiB-maxrss-json")
 	b.ReportMetric((scan / time.Duration(b.N)).Seconds(), "s/scan-ceiling")
 	b.ReportMetric(float64(scanR)/(1<<20), "MiB-maxrss-scan")
 	if reportRSS > 100<<20 {
@@ -128,7 +151,7 @@ func BenchmarkReporter_WriteCSV(b *testing.B) {
 // prints its peak RSS (the VmHWM line of /proc/self/status) and exits.
 func benchChild(db, out, mode string) {
 	ctx := context.Background()
-	if p := os.Getenv(benchProfile); p != "" && mode == "csv" {
+	if p := os.Getenv(benchProfile); p != "" && mode != "scan" {
 		f, err := os.Create(p)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
@@ -148,9 +171,22 @@ func benchChild(db, out, mode string) {
 	switch mode {
 	case "csv":
 		r := reconcile.NewReporter(st, reconcile.ReportConfig{})
-		err = r.WriteCSVFiles(ctx, out, benchDay)
+		err = r.WriteCSVFiles(ctx, out, reportPeriod())
+	case "json":
+		r := reconcile.NewReporter(st, reconcile.ReportConfig{})
+		err = r.WriteFile(ctx, out+".json", reportPeriod(), reconcile.FormatJSON)
 	case "scan":
 		err = benchScan(ctx, st, out)
+	case "rows":
+		// The report's query alone, nothing decoded or written: where a
+		// report's time goes between the scan and the report.
+		var tx *store.ReportTx
+		if tx, err = st.BeginReport(ctx); err == nil {
+			p := reportPeriod()
+			n := 0
+			err = tx.Orders(ctx, p.From, p.To, p.From.Add(-48*time.Hour), func(*store.ReportOrder) error { n++; return nil })
+			tx.Close()
+		}
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -20,17 +21,46 @@ import (
 //
 //	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…]}
 //
-// The totals come first, so the store is read twice (totals, then lines)
-// inside one consistent read transaction. The README's "Reports" section
-// documents every field.
+// The totals come first: the lines of the one pass over the orders wait
+// in an unlinked temporary file until the totals are written. The
+// README's "Reports" section documents every field.
 func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	rp, err := r.open(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer rp.close()
+	// The totals come before the lines in the document, and both come
+	// from the one pass over the orders: the lines are written to a
+	// temporary file as they are read (memory stays flat) and copied
+	// after the totals. The file is unlinked at once, so nothing is left
+	// behind whatever happens.
+	spool, err := os.CreateTemp("", "orderd-report-*.json")
+	if err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	os.Remove(spool.Name())
+	defer spool.Close()
+	sw := newJSONWriter(spool)
+	le := newLineEncoder()
 	t := newTotals()
-	if err := rp.lines(ctx, func(l *Line) error { t.add(l); return nil }); err != nil {
+	n := 0
+	err = rp.lines(ctx, func(l *Line) error {
+		t.add(l)
+		if n > 0 {
+			sw.raw(",")
+		}
+		sw.raw("\n")
+		if sw.err == nil {
+			_, sw.err = sw.w.Write(le.line(l))
+		}
+		n++
+		return sw.err
+	})
+	if err == nil {
+		err = sw.flush()
+	}
+	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
@@ -45,14 +75,13 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 		jw.elem(i, newJSONCurrency(c))
 	}
 	jw.raw("],\n\"orders\":[")
-	n := 0
-	err = rp.lines(ctx, func(l *Line) error {
-		jw.elem(n, newJSONLine(l))
-		n++
-		return jw.err
-	})
-	if err != nil {
-		return fmt.Errorf("write json: %w", err)
+	if jw.err == nil {
+		if _, err := spool.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+		if _, err := io.Copy(jw.w, spool); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
 	}
 	jw.raw("],\n\"findings\":[")
 	n = 0

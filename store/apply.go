@@ -295,14 +295,17 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var completedAt any
+	var completedAt, finalVia any
 	if o.Status.IsFinal() && !cur.status.IsFinal() {
 		completedAt = completionTime(o, at).UnixMilli()
+	}
+	if o.Status.IsFinal() && o.Status != cur.status {
+		finalVia = string(obs.Source) // this state brought the final status
 	}
 	src, srcCcy, tgt, tgtCcy := wallets(o)
 	if _, err := st.updateOrder.Exec(string(o.Status), fp, string(o.Type), src, srcCcy, tgt, tgtCcy,
 		stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), completedAt,
-		tx.nextCheck(o.Status, at), cur.id); err != nil {
+		tx.nextCheck(o.Status, at), finalVia, cur.id); err != nil {
 		return Result{}, fmt.Errorf("apply %s: update order: %w", o.ID, err)
 	}
 	eventType := EventOrderUpdated
@@ -319,9 +322,9 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 // applyNew stores an order orderd did not know.
 func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
 	obs, o, fp, st := in.obs, in.obs.Order, in.fp, tx.s.st
-	var completedAt any
+	var completedAt, finalVia any
 	if o.Status.IsFinal() {
-		completedAt = completionTime(o, at).UnixMilli()
+		completedAt, finalVia = completionTime(o, at).UnixMilli(), string(obs.Source)
 	}
 	src, srcCcy, tgt, tgtCcy := wallets(o)
 	// Both ids are known before either row is written, so the order
@@ -336,7 +339,7 @@ func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
 	}
 	res, err := st.insertOrder.Exec(id, o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), fp,
 		src, srcCcy, tgt, tgtCcy, stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), at.UnixMilli(),
-		completedAt, tx.nextCheck(o.Status, at))
+		completedAt, tx.nextCheck(o.Status, at), finalVia)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
 	}

@@ -133,10 +133,10 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 	END AS membership,
 	o.status, coalesce(o.created_at, o.first_seen_at), o.completed_at, o.learned_via,
 	CASE
-		WHEN o.completed_at >= :from AND o.completed_at < :to THEN
+		WHEN o.completed_at >= :from AND o.completed_at < :to THEN coalesce(o.final_via,
 			(SELECT h.source FROM order_history h
 			 WHERE h.order_id = o.id AND h.status = o.status AND h.outcome IN ('new', 'changed')
-			 ORDER BY h.id LIMIT 1)
+			 ORDER BY h.id LIMIT 1))
 		WHEN o.completed_at >= :to THEN
 			(SELECT h.status || char(31) || h.source FROM order_history h
 			 WHERE h.order_id = o.id AND h.outcome IN ('new', 'changed') AND h.observed_at < :to
