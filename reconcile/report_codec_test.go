@@ -26,7 +26,7 @@ func TestLineEncoder_matchesEncodingJSON(t *testing.T) {
 			{OrderID: s, MerchantOrderID: s, Type: s, Status: s, Membership: s, LearnedVia: s, OpenFindings: []string{s, "stuck_order"}},
 			{OrderID: "o", MerchantOrderID: "m", Type: "payin", Status: "completed", Membership: "final", CreatedAt: at, CompletedAt: at.Add(time.Hour),
 				Authorized: money("10.00", s), Requested: money("1", "brl"), Merchant: money("9.70", "brl"), Fee: money("0.30", "brl"),
-				Refunded: []reconcile.Refunded{{Money: provider.Money{Amount: decimal.RequireFromString("2.50"), Currency: s}, Count: 2}},
+				Refunded:   []reconcile.Refunded{{Money: provider.Money{Amount: decimal.RequireFromString("2.50"), Currency: s}, Count: 2}},
 				LearnedVia: "webhook"},
 		} {
 			fast, ref := reconcile.EncodeLine(&l)
