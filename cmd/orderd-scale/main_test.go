@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orderd/internal/testbin"
+)
+
+// TestRun_small runs what make bench-scale runs, at a small size: a
+// database of 300 orders built through the write path, the real daemon
+// on it, and every figure printed. It checks that each request a person
+// opens answered 200 (the tool fails otherwise) and is on the table, that
+// the database has the orders, and that a second run measures the kept
+// database without rebuilding it.
+func TestRun_small(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds orderd and starts it")
+	}
+	bin := filepath.Join(t.TempDir(), "orderd")
+	if err := testbin.Orderd(bin); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"-orderd", bin, "-size", "300", "-days", "2", "-runs", "3", "-dir", dir}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{
+		"built 300 orders (", "database: 300 orders, ",
+		"start-up (exec to /readyz 200)", "GET / ", "GET /v1/orders ", "GET /v1/orders/{id}", "GET /v1/findings",
+		"GET /metrics", "GET /readyz", "report csv, 2 days", "report json, 2 days", "report html, 2 days",
+		"report html, last day", "orderd backup", "orderd migrate",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	// Every webhook of every order's life went through the write path.
+	want := 0
+	for i := range 300 {
+		want++ // processing
+		if orderStatus(i) != "processing" {
+			want++ // final
+			if repeated(i) {
+				want++
+			}
+			if refunded(i) {
+				want++
+			}
+		}
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("built 300 orders (%d applies", want)) {
+		t.Errorf("want %d applies", want)
+	}
+
+	out.Reset()
+	if code := run(t.Context(), []string{"-orderd", bin, "-size", "300", "-runs", "1", "-dir", dir}, &out, &errb); code != 0 {
+		t.Fatalf("second run: exit %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "exists; measured as it is") || strings.Contains(out.String(), "built ") {
+		t.Errorf("the second run rebuilt the database:\n%s", out.String())
+	}
+}
+
+// TestRun_usage: bad flags are exit 2, naming the rule.
+func TestRun_usage(t *testing.T) {
+	for _, args := range [][]string{{"-size", "10"}, {"-runs", "0"}, {"-build-only"}, {"extra"}} {
+		var out, errb bytes.Buffer
+		if code := run(t.Context(), args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+}
