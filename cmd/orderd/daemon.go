@@ -105,8 +105,8 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := cfg.checkStorePath(false); err != nil {
 		return nil, err
 	}
-	if d.unlock, err = store.Lock(cfg.Store.Path); err != nil {
-		return nil, cfg.errorf("store.path", "%v (another orderd runs on it?)", err)
+	if d.unlock, err = cfg.lockStore(); err != nil {
+		return nil, err
 	}
 	replicated := cfg.Cluster.Enabled
 

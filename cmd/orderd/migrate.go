@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"orderd/store"
 )
@@ -25,6 +26,12 @@ func migrateCommand() command {
 				if err := cfg.checkStorePath(false); err != nil {
 					return err
 				}
+				// A running orderd's schema must not change under it.
+				unlock, err := cfg.lockStore()
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				if err := store.Migrate(ctx, cfg.Store.Path); err != nil {
 					return cfg.storeError(err)
 				}
@@ -33,6 +40,21 @@ func migrateCommand() command {
 			}
 		},
 	}
+}
+
+// lockStore takes the database's lock (store.Lock: the file every path to
+// it resolves to) for a command that must have the database to itself; a
+// database a running orderd holds is a configuration error naming
+// store.path.
+func (c *Config) lockStore() (release func() error, err error) {
+	release, err = store.Lock(c.Store.Path)
+	if errors.Is(err, store.ErrLocked) {
+		return nil, c.errorf("store.path", "%s; stop the orderd running on it first", strings.TrimPrefix(err.Error(), "store: "))
+	}
+	if err != nil {
+		return nil, c.errorf("store.path", "%v", err)
+	}
+	return release, nil
 }
 
 // storeError is what a command returns when opening the store (Open or
