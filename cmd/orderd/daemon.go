@@ -33,6 +33,9 @@ type daemon struct {
 	cfg *Config
 	log *slog.Logger
 	now func() time.Time
+	// started is when this process started the daemon: rates over a
+	// window longer than its uptime are over the uptime.
+	started time.Time
 
 	store    *store.Store
 	embedded *publish.Embedded
@@ -86,7 +89,7 @@ func startServer(srv *receiver.Server, ln net.Listener) error {
 // startDaemon opens every part of orderd and starts serving. On error,
 // whatever was started is stopped again.
 func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts daemonOptions) (_ *daemon, err error) {
-	d := &daemon{cfg: cfg, log: logger, now: time.Now, registry: prometheus.NewRegistry()}
+	d := &daemon{cfg: cfg, log: logger, now: time.Now, started: time.Now(), registry: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)

@@ -100,6 +100,7 @@ func wireReports(d *daemon, deps *api.Deps) error {
 		ReportFiles: files,
 		Version:     versionInfo(version, commit, info).Version,
 		Now:         d.now,
+		Started:     d.started,
 		Logger:      d.log.With("component", "dashboard"),
 	})
 	if err != nil {
