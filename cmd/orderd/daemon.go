@@ -75,6 +75,9 @@ type daemonOptions struct {
 	// The sandbox binds its preferred port or any free one and hands the
 	// listener over, so that nothing can take the port in between.
 	receiverLn, adminLn net.Listener
+	// logRoutine logs accepted and repeated webhooks at info (the
+	// sandbox, for a person watching), not debug.
+	logRoutine bool
 }
 
 // startServer starts srv on ln when the caller bound one, else on its
@@ -200,6 +203,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		TrustedProxies: cfg.Receiver.TrustedProxies,
 		MaxBodyBytes:   maxBody,
 		AckBudget:      cfg.Receiver.AckBudget,
+		LogRoutine:     opts.logRoutine,
 	}, receiver.Deps{
 		Store:    d.store,
 		Verifier: verifier,
