@@ -264,7 +264,7 @@ func selfCommand() string {
 func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath string, orphanDB bool) {
 	self := selfCommand()
 	dir := filepath.Dir(cfgPath)
-	fmt.Fprintf(w, `orderd sandbox is running. Ctrl-C stops it.
+	fmt.Fprintf(w, `orderd sandbox is running (pid %d). Ctrl-C or kill -INT %d stops it.
 
   fake provider   %s  (API key %q)
   webhooks        http://%s%s
@@ -281,7 +281,7 @@ Look up an order:  curl -s http://%s/v1/orders/<merchantOrderId>
 Run the reconciler now:  %s reconcile -config %s
 Report for today:  %s report -config %s -from %s -to %s -format html -o report.html
 
-`, fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
+`, os.Getpid(), os.Getpid(), fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
 		d.natsURL, d.cfg.NATS.Stream, d.cfg.NATS.SubjectPrefix, d.cfg.Store.Path, cfgPath,
 		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL,
 		d.admin.Addr(), self, cfgPath, self, cfgPath,

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -187,6 +189,8 @@ func TestSandbox_SaysWhatItDoesOnPurpose(t *testing.T) {
 		"balance_drift",
 		`"outcome":"accepted"`,
 		`"stale"`,
+		// Its own pid, which a signal must reach (not go run's).
+		fmt.Sprintf("kill -INT %d", os.Getpid()),
 	} {
 		if !strings.Contains(s.banner, want) {
 			t.Errorf("the banner does not say %q:\n%s", want, s.banner)
