@@ -56,27 +56,63 @@ func ResolvePath(path string) (string, error) {
 }
 
 // Lock takes an exclusive advisory lock on the database at path and
-// returns its release. The daemon holds it for its life; restore and
-// migrate refuse a database that is locked. The lock is a file beside the
-// database path resolves to (ResolvePath + ".lock"), not beside path
+// returns its release: the lock of the one process that owns the
+// database. The daemon holds it for its life; restore and migrate take it
+// too, so each refuses a database another holds. The lock is a file beside
+// the database path resolves to (ResolvePath + ".lock"), not beside path
 // itself, so every path that leads to one database, through symbolic links
 // or not, takes the same lock.
 func Lock(path string) (release func() error, err error) {
+	return flock(path, ".lock", syscall.LOCK_EX, "")
+}
+
+// LockUse takes the lock of a process that has the database open, a file
+// beside Lock's (ResolvePath + ".use.lock"): shared for those that may
+// work beside each other and beside the daemon (the daemon, backup,
+// report, reconcile), exclusive for those that must have the file to
+// themselves (restore, migrate). So a restore never replaces a database a
+// backup or a report is reading, and none of them opens one a restore is
+// replacing. A shared lock whose file cannot be created (a reader without
+// write access to the directory) is not taken: reading goes on unlocked
+// rather than not at all.
+func LockUse(path string, exclusive bool) (release func() error, err error) {
+	if exclusive {
+		return flock(path, ".use.lock", syscall.LOCK_EX, "another orderd command has it open (backup, report, reconcile, restore or migrate)")
+	}
+	release, err = flock(path, ".use.lock", syscall.LOCK_SH, "a restore or a migrate is changing it")
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return func() error { return nil }, nil
+	}
+	return release, err
+}
+
+// flock takes how (LOCK_EX or LOCK_SH) on the file beside the database
+// path resolves to, named with suffix, without waiting; why, when not
+// empty, says who holds it when that fails.
+func flock(path, suffix string, how int, why string) (release func() error, err error) {
 	resolved, err := ResolvePath(path)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(resolved+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(resolved+suffix, os.O_RDWR|os.O_CREATE, 0o600)
+	if (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) && how == syscall.LOCK_SH {
+		// flock needs no write access: a lock file that exists will do.
+		f, err = os.Open(resolved + suffix)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
+			name := path
 			if resolved != path {
-				return nil, fmt.Errorf("%w: %s (%s)", ErrLocked, path, resolved)
+				name = fmt.Sprintf("%s (%s)", path, resolved)
 			}
-			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+			if why != "" {
+				return nil, fmt.Errorf("%w: %s: %s", ErrLocked, name, why)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -102,3 +102,35 @@ func TestResolvePath_loop(t *testing.T) {
 		t.Fatal("Lock through a loop of links: no error")
 	}
 }
+
+// TestLockUse: shared use locks go together, through any path; an
+// exclusive one goes with none, either way round.
+func TestLockUse(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "orderd.db")
+	link := filepath.Join(dir, "alias.db")
+	if err := os.Symlink(db, link); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := store.LockUse(db, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := store.LockUse(link, false)
+	if err != nil {
+		t.Fatalf("a second shared use: %v", err)
+	}
+	if _, err := store.LockUse(link, true); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("exclusive use beside shared ones = %v, want ErrLocked", err)
+	}
+	r1()
+	r2()
+	ex, err := store.LockUse(link, true)
+	if err != nil {
+		t.Fatalf("exclusive use once the shared ones are released: %v", err)
+	}
+	if _, err := store.LockUse(db, false); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("shared use beside an exclusive one = %v, want ErrLocked", err)
+	}
+	ex()
+}

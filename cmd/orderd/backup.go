@@ -41,6 +41,11 @@ func backupCommand() command {
 				if err := cfg.checkStorePath(true); err != nil {
 					return err
 				}
+				unlock, err := cfg.lockStore(lockBeside)
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true})
 				if err != nil {
 					return fmt.Errorf("open %s: %w", cfg.Store.Path, err)
@@ -124,7 +129,7 @@ func restoreCommandWith(hooks restoreHooks) command {
 				if live, err := os.Stat(cfg.Store.Path); err == nil && os.SameFile(fi, live) {
 					return e.usagef("-i %s is the database at store.path itself; restore from what orderd backup writes", *in)
 				}
-				unlock, err := cfg.lockStore()
+				unlock, err := cfg.lockStore(lockAlone)
 				if err != nil {
 					return err
 				}

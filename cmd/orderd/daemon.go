@@ -111,7 +111,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := cfg.checkStorePath(false); err != nil {
 		return nil, err
 	}
-	if d.unlock, err = cfg.lockStore(); err != nil {
+	if d.unlock, err = cfg.lockStore(lockOwner); err != nil {
 		return nil, err
 	}
 	replicated := cfg.Cluster.Enabled

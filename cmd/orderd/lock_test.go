@@ -11,6 +11,7 @@ import (
 
 	"orderd/provider/providertest"
 	"orderd/publish"
+	"orderd/store"
 )
 
 // linkedConfig writes a copy of the config at cfg into dir whose
@@ -155,5 +156,67 @@ func TestLock_symlinkReplicated(t *testing.T) {
 	}
 	if st := clusterStatus(t, a.addrs.Admin); !st.Leading || st.Error != "" {
 		t.Errorf("the running instance after the refused start: %+v", st)
+	}
+}
+
+// TestLock_besideCommands: a restore never replaces a database a backup,
+// a report or a reconcile has open, and none of them, nor a daemon, opens
+// one a restore or a migrate is changing (a daemon neither: it takes the
+// lock a restore holds); through a link as through the database's own
+// path.
+func TestLock_besideCommands(t *testing.T) {
+	cfg, live, backup := restoreSetup(t)
+	link := filepath.Join(t.TempDir(), "alias.db")
+	if err := os.Symlink(live, link); err != nil {
+		t.Fatal(err)
+	}
+	linkCfg := writeFile(t, t.TempDir(), "config.yaml", withLines("store:\n  path: "+link, "log:\n  level: warn"))
+	refused := func(what string, r result) {
+		t.Helper()
+		if r.code != 2 || !strings.Contains(r.stderr, "store.path") || !strings.Contains(r.stderr, "in use") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming store.path", what, r.code, r.stdout, r.stderr)
+		}
+	}
+
+	// As a backup or a report reading it holds it.
+	release, err := store.LockUse(link, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("restore beside a reader", runOrderd(t, nil, nil, "restore", "-config", cfg, "-i", backup))
+	refused("migrate beside a reader", runOrderd(t, nil, nil, "migrate", "-config", cfg))
+	if r := runOrderd(t, nil, nil, "backup", "-config", cfg, "-o", filepath.Join(t.TempDir(), "b.db")); r.code != 0 {
+		t.Errorf("backup beside another reader: exit %d, stderr %q", r.code, r.stderr)
+	}
+	release()
+
+	// As a restore or a migrate changing it holds it.
+	owner, err := store.Lock(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := store.LockUse(live, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"backup", "-config", linkCfg, "-o", filepath.Join(t.TempDir(), "b.db")},
+		{"report", "-config", linkCfg, "-from", "2026-11-01", "-to", "2026-11-02"},
+		{"reconcile", "-config", linkCfg, "-job", "stale"},
+		{"restore", "-config", linkCfg, "-i", backup},
+		{"migrate", "-config", linkCfg},
+	} {
+		refused(args[0]+" beside a restore", runOrderd(t, nil, nil, args...))
+	}
+	alone()
+	owner()
+	if r := runOrderd(t, nil, nil, "restore", "-config", linkCfg, "-i", backup); r.code != 0 {
+		t.Errorf("restore once nothing holds the database: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if n := orderCount(t, live); n != 2 {
+		t.Errorf("the database the link leads to holds %d orders after the restore, want the backup's 2", n)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the restore through the link replaced the link: %v", err)
 	}
 }

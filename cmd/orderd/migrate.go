@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"orderd/store"
@@ -27,7 +28,7 @@ func migrateCommand() command {
 					return err
 				}
 				// A running orderd's schema must not change under it.
-				unlock, err := cfg.lockStore()
+				unlock, err := cfg.lockStore(lockAlone)
 				if err != nil {
 					return err
 				}
@@ -42,17 +43,54 @@ func migrateCommand() command {
 	}
 }
 
-// lockStore takes the database's lock (store.Lock: the file every path to
-// it resolves to) for a command that must have the database to itself; a
-// database a running orderd holds is a configuration error naming
-// store.path.
-func (c *Config) lockStore() (release func() error, err error) {
-	release, err = store.Lock(c.Store.Path)
-	if errors.Is(err, store.ErrLocked) {
-		return nil, c.errorf("store.path", "%s; stop the orderd running on it first", strings.TrimPrefix(err.Error(), "store: "))
+// storeLock is how a command holds the database (see store.Lock and
+// store.LockUse).
+type storeLock int
+
+const (
+	// lockOwner: the daemon, one per database, beside the commands that
+	// work beside it.
+	lockOwner storeLock = iota
+	// lockAlone: restore and migrate, which must have the database to
+	// themselves.
+	lockAlone
+	// lockBeside: backup, report and reconcile, which work beside the
+	// daemon and each other, never beside a restore or a migrate.
+	lockBeside
+)
+
+// lockStore takes the database's locks (on the file every path to it
+// resolves to) as how says; a database another process holds is a
+// configuration error naming store.path.
+func (c *Config) lockStore(how storeLock) (release func() error, err error) {
+	var releases []func() error
+	release = func() error {
+		var errs []error
+		for _, r := range slices.Backward(releases) {
+			errs = append(errs, r())
+		}
+		return errors.Join(errs...)
 	}
-	if err != nil {
-		return nil, c.errorf("store.path", "%v", err)
+	take := func(r func() error, err error, hint string) error {
+		if errors.Is(err, store.ErrLocked) {
+			return c.errorf("store.path", "%s%s", strings.TrimPrefix(err.Error(), "store: "), hint)
+		}
+		if err != nil {
+			return c.errorf("store.path", "%v", err)
+		}
+		releases = append(releases, r)
+		return nil
+	}
+	if how != lockBeside {
+		r, err := store.Lock(c.Store.Path)
+		if err := take(r, err, " (an orderd runs on it, or a restore or a migrate does); stop it or wait for it first"); err != nil {
+			return nil, err
+		}
+	}
+	r, err := store.LockUse(c.Store.Path, how == lockAlone)
+	if err := take(r, err, "; try again once it is done"); err != nil {
+		release()
+		return nil, err
 	}
 	return release, nil
 }

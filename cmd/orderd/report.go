@@ -58,6 +58,11 @@ func reportCommand() command {
 				if err != nil {
 					return err
 				}
+				unlock, err := cfg.lockStore(lockBeside)
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true, Logger: lg.Logger.With("component", "store")})
 				if err != nil {
 					return cfg.storeError(err)
