@@ -94,9 +94,11 @@ func flock(path, suffix string, how int, why string) (release func() error, err 
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(resolved+suffix, os.O_RDWR|os.O_CREATE, 0o600)
-	if (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) && how == syscall.LOCK_SH {
-		// flock needs no write access: a lock file that exists will do.
+	// Readable by all (it is empty): a lock file root created, running a
+	// command by hand, still serves the service's own user, since flock
+	// needs no write access to the file it locks.
+	f, err := os.OpenFile(resolved+suffix, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 		f, err = os.Open(resolved + suffix)
 	}
 	if err != nil {
