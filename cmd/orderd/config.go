@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto"
 	"errors"
 	"fmt"
@@ -521,7 +522,7 @@ func collectConfigErrors(stages []error) error {
 		}
 		return math.MaxInt
 	}
-	slices.SortStableFunc(kept, func(a, b error) int { return lineOf(a) - lineOf(b) })
+	slices.SortStableFunc(kept, func(a, b error) int { return cmp.Compare(lineOf(a), lineOf(b)) })
 	return errors.Join(kept...)
 }
 
