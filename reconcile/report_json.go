@@ -22,8 +22,8 @@ import (
 //	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…]}
 //
 // The totals come first: the lines of the one pass over the orders wait
-// in an unlinked temporary file until the totals are written. The
-// README's "Reports" section documents every field.
+// in an unlinked temporary file until the totals are written.
+// docs/finance.md documents every field.
 func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	rp, err := r.open(ctx, p)
 	if err != nil {
