@@ -266,13 +266,14 @@ func benchStore(b *testing.B, path string, n int) {
 		// the history row with the same id.
 		if _, err := tx.Exec(`WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < ?)
 			INSERT INTO orders (id, provider_id, merchant_order_id, type, status, fingerprint, target_amount, target_currency,
-				state_id, learned_via, created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts)
+				state_id, learned_via, created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts, final_via)
 			SELECT n, printf('%08x-0000-4000-8000-%012d', n, n), 'bench-' || n, 'payin',
 				CASE n % 20 WHEN 0 THEN 'rejected' WHEN 1 THEN 'processing' ELSE 'completed' END,
 				printf('%064x', n), NULL, NULL, n, 'webhook',
 				? + n * 86, ? + n * 86 + 500, ? + n * 86 + 60500,
 				CASE n % 20 WHEN 1 THEN NULL ELSE ? + n * 86 + 60000 END,
-				CASE n % 20 WHEN 1 THEN ? + n * 86 + 300000 END, 0
+				CASE n % 20 WHEN 1 THEN ? + n * 86 + 300000 END, 0,
+				CASE n % 20 WHEN 1 THEN NULL ELSE 'webhook' END
 			FROM seq`, n, from, from, from, from, from); err != nil {
 			return fmt.Errorf("insert orders: %w", err)
 		}

@@ -408,6 +408,9 @@ func (tx *Tx) insertHistory(id, orderID int64, in applyInput, outcome Outcome, a
 		string(outcome), at.UnixMilli(), deliveryID, raw, sum, headers, remote, lastAt, timesSeen); err != nil {
 		return fmt.Errorf("apply %s: insert history: %w", obs.Order.ID, err)
 	}
+	if sum != nil {
+		tx.countActivity(at.UnixMilli(), true) // the row keeps a webhook body
+	}
 	return nil
 }
 
@@ -481,11 +484,15 @@ func (tx *Tx) recordDelivery(orderID int64, newOrder bool, in applyInput, at tim
 		if _, err := tx.s.st.insertDelivery.Exec(args...); err != nil {
 			return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
 		}
+		tx.countActivity(at.UnixMilli(), true)
 		return newID, nil
 	}
-	var id int64
-	if err := tx.s.st.upsertDelivery.QueryRow(args...).Scan(&id); err != nil {
+	var id, timesSeen int64
+	if err := tx.s.st.upsertDelivery.QueryRow(args...).Scan(&id, &timesSeen); err != nil {
 		return 0, fmt.Errorf("apply %s: record delivery: %w", obs.Order.ID, err)
+	}
+	if timesSeen == 1 { // inserted, not a repeat counted on its row
+		tx.countActivity(at.UnixMilli(), true)
 	}
 	return id, nil
 }

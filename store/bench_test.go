@@ -71,39 +71,12 @@ func (l *latencies) report(b *testing.B, elapsed time.Duration, unit string) {
 // BenchmarkStore_Apply measures the store path alone (no HTTP, no
 // signature): 64 concurrent callers applying unique completed orders with
 // 20% repeats, on an on-disk database with synchronous=FULL.
-func BenchmarkStore_Apply(b *testing.B) { benchApply(b, false) }
-
-// BenchmarkStore_Apply_counters measures what the dashboard's activity
-// counters (migration 0008: triggers bumping a per-minute row in the same
-// transaction) cost the write path: BenchmarkStore_Apply with them
-// ("on") and with their triggers dropped ("off"), alternating, so that
-// both see the same moments of a busy machine.
-//
-//	go test ./store -run '^$' -bench 'BenchmarkStore_Apply_counters' -benchtime 30000x -count 5
-func BenchmarkStore_Apply_counters(b *testing.B) {
-	b.Run("on", func(b *testing.B) { benchApply(b, false) })
-	b.Run("off", func(b *testing.B) { benchApply(b, true) })
-}
-
-func benchApply(b *testing.B, dropCounters bool) {
+func BenchmarkStore_Apply(b *testing.B) {
 	var batches, commits atomic.Int64
 	s, _ := openStore(b, store.Options{OnCommit: func(n int, _ time.Duration) {
 		batches.Add(int64(n))
 		commits.Add(1)
 	}})
-	if dropCounters {
-		err := s.Write(b.Context(), func(tx *store.Tx) error {
-			for _, t := range []string{"activity_history", "activity_deliveries", "activity_outbox"} {
-				if _, err := tx.Exec(`DROP TRIGGER ` + t); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
 	all := benchObservations(b, b.N)
 	var next atomic.Int64
 	var lat latencies

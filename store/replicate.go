@@ -107,7 +107,7 @@ var errSavepoint = errors.New("store: savepoint failed")
 func (tx *Tx) applyOp(op Op) (res OpResult) {
 	tx.now, tx.ids = op.At, rowIDs{}
 	st := tx.s.st
-	fed := len(tx.fed)
+	fed, act := len(tx.fed), len(tx.activity)
 	if _, err := st.opSavepoint.Exec(); err != nil {
 		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}
 	}
@@ -123,7 +123,7 @@ func (tx *Tx) applyOp(op Op) (res OpResult) {
 		if _, err := st.opRollbackTo.Exec(); err != nil {
 			return OpResult{Err: fmt.Errorf("%w: roll back %s (%v): %w", errSavepoint, op.Cmd.Kind(), res.Err, err)}
 		}
-		tx.fed = tx.fed[:fed]
+		tx.fed, tx.activity = tx.fed[:fed], tx.activity[:act]
 	}
 	if _, err := st.opRelease.Exec(); err != nil {
 		return OpResult{Err: fmt.Errorf("%w: %w", errSavepoint, err)}

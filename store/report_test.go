@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +159,53 @@ func TestStore_RecentOrders(t *testing.T) {
 				t.Errorf("got %q, want %q", strings.Join(mids, " "), tc.want)
 			}
 		})
+	}
+}
+
+// TestStore_Activity_rolledBack: the counters hold the rows that were
+// committed, and only those: a write that fails inside a batch (rolled
+// back to its savepoint) or alone leaves no count behind, and events of
+// every kind count, not only order events.
+func TestStore_Activity_rolledBack(t *testing.T) {
+	at := time.Date(2026, 11, 1, 10, 0, 30, 0, time.UTC)
+	st, _ := openStore(t, store.Options{Now: func() time.Time { return at }})
+	event := func(id string) store.OutboxEvent {
+		return store.OutboxEvent{ID: id, Type: "reconcile.test", Subject: "orderd.reconcile.test", Data: []byte(`{}`)}
+	}
+	fail := errors.New("changed its mind")
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := st.Write(t.Context(), func(tx *store.Tx) error {
+				if _, err := tx.InsertEvent(event(fmt.Sprintf("ev-%d", i))); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					return fail
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, fail) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ob := obs(t, store.SourceWebhook, newOrder("1.00").json(false))
+	ob.ObservedAt = at
+	if _, err := st.Apply(t.Context(), ob); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Activity(t.Context(), at.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(count(t, st, `SELECT count(*) FROM outbox`)); a.Events != want || want != 13+1 {
+		t.Errorf("events %d, want %d in the outbox, 13 findings' events and the order's", a.Events, want)
+	}
+	if a.Webhooks != 1 {
+		t.Errorf("webhooks %d, want 1", a.Webhooks)
 	}
 }

@@ -28,6 +28,7 @@ type stmts struct {
 	insertHistory     *sql.Stmt
 	bumpHistoryBody   *sql.Stmt
 	bumpDelivery      *sql.Stmt
+	bumpActivity      *sql.Stmt
 	insertOrderEvent  *sql.Stmt
 	insertEvent       *sql.Stmt
 	stateRaw          *sql.Stmt
@@ -81,7 +82,7 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 		ON CONFLICT (order_id, body_sha256) DO UPDATE SET
 			times_seen = times_seen + 1,
 			last_received_at = max(last_received_at, excluded.last_received_at)
-		RETURNING id`)
+		RETURNING id, times_seen`)
 	// A new order's first delivery cannot be a repeat: no RETURNING, no
 	// conflict clause, a plain insert with the id drawn for it.
 	p(&st.insertDelivery, `INSERT INTO deliveries (id, order_id, body_sha256, fingerprint, raw, headers, remote_addr,
@@ -104,6 +105,8 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 		WHERE order_id = ? AND body_sha256 = ?`)
 	// Order events need no conflict clause (see the outbox table's
 	// comment in the schema); other events drop repeats on event_id.
+	p(&st.bumpActivity, `INSERT INTO activity_minutes (minute, webhooks, events) VALUES (?, ?, ?)
+		ON CONFLICT (minute) DO UPDATE SET webhooks = webhooks + excluded.webhooks, events = events + excluded.events`)
 	p(&st.insertOrderEvent, `INSERT INTO outbox (event_id, type, subject, event_subject, time, merchant_order_id,
 			learned_via, state_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)

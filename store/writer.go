@@ -268,7 +268,7 @@ func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events 
 			}
 		}
 		tx.events = 0
-		fed := len(tx.fed)
+		fed, act := len(tx.fed), len(tx.activity)
 		ferr := callFn(r.fn, tx)
 		switch {
 		case ferr == nil:
@@ -283,13 +283,16 @@ func (s *Store) runOnce(live []*request, errs []error, savepoints bool) (events 
 			if _, err := st.rollbackTo.Exec(); err != nil {
 				return 0, false, fmt.Errorf("roll back failed write (%v): %w", ferr, err)
 			}
-			tx.fed = tx.fed[:fed]
+			tx.fed, tx.activity = tx.fed[:fed], tx.activity[:act]
 		}
 		if savepoints {
 			if _, err := st.release.Exec(); err != nil {
 				return 0, false, fmt.Errorf("release savepoint: %w", err)
 			}
 		}
+	}
+	if err := tx.flushActivity(); err != nil {
+		return 0, false, err
 	}
 	if _, err := st.commit.Exec(); err != nil {
 		return 0, false, fmt.Errorf("commit: %w", err)

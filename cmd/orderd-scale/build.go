@@ -27,6 +27,9 @@ type buildConfig struct {
 	Workers int           // concurrent callers of Apply (group commit)
 }
 
+// outboxRetention is publish.retention's default.
+const outboxRetention = 7 * 24 * time.Hour
+
 // buildStats is what the build did.
 type buildStats struct {
 	Applies   int64
@@ -271,6 +274,13 @@ func build(ctx context.Context, path string, cfg buildConfig, progress io.Writer
 		return buildStats{}, err
 	}
 	if err := st.MarkPublishedThrough(ctx, last); err != nil {
+		st.Close(ctx)
+		return buildStats{}, err
+	}
+	// And the relay has pruned what is older than publish.retention (its
+	// default, 7 days), as it does every hour: else the daemon measured on
+	// this database would spend its first seconds deleting them.
+	if _, err := st.PruneOutbox(ctx, cfg.Start.Add(cfg.Span).Add(-outboxRetention)); err != nil {
 		st.Close(ctx)
 		return buildStats{}, err
 	}

@@ -36,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -101,13 +102,24 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 		return err
 	}
 	db := filepath.Join(dir, "orderd.db")
-	// The span ends at the start of today (UTC), so the last day's report
-	// is yesterday's and the daemon's "now" lies after every order.
-	end := time.Now().UTC().Truncate(24 * time.Hour)
+	// The span ends at the start of this minute, so the dashboard's
+	// windows (the last 5 and 60 minutes) hold the traffic of a busy
+	// moment, as they would on a live system. A database kept from an
+	// earlier run keeps its span (spanFile).
+	end := time.Now().UTC().Truncate(time.Minute)
 	start := end.Add(-time.Duration(o.days) * 24 * time.Hour)
 	if _, err := os.Stat(db); err == nil {
 		fmt.Fprintf(stdout, "database: %s exists; measured as it is\n", db)
+		if b, err := os.ReadFile(filepath.Join(dir, spanFile)); err == nil {
+			if s, e, ok := strings.Cut(strings.TrimSpace(string(b)), "/"); ok {
+				start, _ = time.Parse(time.RFC3339, s)
+				end, _ = time.Parse(time.RFC3339, e)
+			}
+		}
 	} else {
+		if err := os.WriteFile(filepath.Join(dir, spanFile), []byte(start.Format(time.RFC3339)+"/"+end.Format(time.RFC3339)+"\n"), 0o600); err != nil {
+			return err
+		}
 		st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
 		if err != nil {
 			return fmt.Errorf("build: %w", err)
@@ -166,11 +178,17 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lastDay := end.Add(-24 * time.Hour)
-	for _, p := range []struct {
+	periods := []struct {
 		name     string
 		from, to time.Time
-	}{{fmt.Sprintf("%d days", o.days), start, end}, {"last day", lastDay, end}} {
+	}{{fmt.Sprintf("the %gh span", end.Sub(start).Round(time.Hour).Hours()), start, end}}
+	if end.Sub(start) > 24*time.Hour {
+		periods = append(periods, struct {
+			name     string
+			from, to time.Time
+		}{"last 24h", end.Add(-24 * time.Hour), end})
+	}
+	for _, p := range periods {
 		rs, err := reports(ctx, d.admin, p.from, p.to)
 		for _, t := range rs {
 			t.Name += ", " + p.name
@@ -199,6 +217,9 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see the replicated-mode benchmark")
 	return nil
 }
+
+// spanFile, in -dir, records the span of the orders built there.
+const spanFile = "span.txt"
 
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)

@@ -33,8 +33,8 @@ func TestRun_small(t *testing.T) {
 	for _, want := range []string{
 		"built 300 orders (", "database: 300 orders, ",
 		"start-up (exec to /readyz 200)", "GET / ", "GET /v1/orders ", "GET /v1/orders/{id}", "GET /v1/findings",
-		"GET /metrics", "GET /readyz", "report csv, 2 days", "report json, 2 days", "report html, 2 days",
-		"report html, last day", "orderd backup", "orderd migrate",
+		"GET /metrics", "GET /readyz", "report csv, the 48h span", "report json, the 48h span", "report html, the 48h span",
+		"report html, last 24h", "orderd backup", "orderd migrate",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)

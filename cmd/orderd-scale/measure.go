@@ -242,7 +242,7 @@ func interactive(ctx context.Context, admin string, size, runs int) ([]timing, e
 func reports(ctx context.Context, admin string, from, to time.Time) ([]timing, error) {
 	var out []timing
 	for _, f := range []string{"csv", "json", "html"} {
-		v := url.Values{"from": {from.Format(time.DateOnly)}, "to": {to.Format(time.DateOnly)}, "format": {f}}
+		v := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "format": {f}}
 		tm, err := timeGet(ctx, "report "+f, admin+"/v1/reports/reconciliation?"+v.Encode(), 1)
 		if err != nil {
 			return out, err

@@ -7,11 +7,12 @@
 -- The dashboard shows the webhooks and events of the last 5 and 60
 -- minutes. Counting them in the tables costs a read of every row in the
 -- window (history rows carry their webhook's body), which on a busy
--- database is hundreds of thousands of rows per page view. These counters
--- are kept by triggers in the transaction that writes the rows, from the
--- rows' own times, so every instance of replicated mode (which applies the
--- same log through the same statements) derives the same counters, and a
--- rolled-back write leaves no count behind. A window is then the sum of at
+-- database is hundreds of thousands of rows per page view. The write path
+-- keeps these counters in the transaction that writes the rows, from the
+-- rows' own times (store.Tx.flushActivity: one statement per minute a
+-- batch touched, not one per row), so every instance of replicated mode,
+-- which applies the same log through the same code, derives the same
+-- counters, and a rolled-back write leaves no count behind. A window is then the sum of at
 -- most 61 rows, plus an exact count of the rows of its first, partial
 -- minute.
 --
@@ -26,24 +27,6 @@ CREATE TABLE activity_minutes (
     webhooks INTEGER NOT NULL DEFAULT 0,
     events   INTEGER NOT NULL DEFAULT 0
 );
-
-CREATE TRIGGER activity_history AFTER INSERT ON order_history WHEN NEW.body_sha256 IS NOT NULL
-BEGIN
-    INSERT INTO activity_minutes (minute, webhooks) VALUES (NEW.observed_at / 60000, 1)
-        ON CONFLICT (minute) DO UPDATE SET webhooks = webhooks + 1;
-END;
-
-CREATE TRIGGER activity_deliveries AFTER INSERT ON deliveries
-BEGIN
-    INSERT INTO activity_minutes (minute, webhooks) VALUES (NEW.first_received_at / 60000, 1)
-        ON CONFLICT (minute) DO UPDATE SET webhooks = webhooks + 1;
-END;
-
-CREATE TRIGGER activity_outbox AFTER INSERT ON outbox
-BEGIN
-    INSERT INTO activity_minutes (minute, events) VALUES (NEW.created_at / 60000, 1)
-        ON CONFLICT (minute) DO UPDATE SET events = events + 1;
-END;
 
 -- The rows written before: one pass over each table (measured in
 -- BENCHMARKS.md, "A long life").
