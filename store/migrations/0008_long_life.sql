@@ -2,9 +2,7 @@
 -- arrived (the dashboard's rates) and the source of each order's final state
 -- (the reports).
 --
--- Per-minute counters of what arrived, for the dashboard's rates.
---
--- The dashboard shows the webhooks and events of the last 5 and 60
+-- activity_minutes. The dashboard shows the webhooks and events of the last 5 and 60
 -- minutes. Counting them in the tables costs a read of every row in the
 -- window (history rows carry their webhook's body), which on a busy
 -- database is hundreds of thousands of rows per page view. The write path
@@ -12,9 +10,9 @@
 -- rows' own times (store.Tx.flushActivity: one statement per minute a
 -- batch touched, not one per row), so every instance of replicated mode,
 -- which applies the same log through the same code, derives the same
--- counters, and a rolled-back write leaves no count behind. A window is then the sum of at
--- most 61 rows, plus an exact count of the rows of its first, partial
--- minute.
+-- counters, and a rolled-back write leaves no count behind. A window is
+-- then the sum of at most 61 rows, plus an exact count of the rows of its
+-- first, partial minute.
 --
 -- minute is unix milliseconds / 60000. webhooks counts the distinct
 -- authenticated webhook bodies first received in the minute (a history row
