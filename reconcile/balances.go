@@ -36,10 +36,18 @@ const maxPendingCandidates = 20_000
 // reconcile.balance_drift event; a later comparison within tolerance
 // resolves it. Every comparison is stored in balance_drifts.
 //
-// Counts: ledger_states, currencies, compared, drifting, findings_opened,
-// findings_resolved.
+// A comparison that does not add up first asks the provider (get-status)
+// about the orders that could explain it — the currency's orders still
+// processing or refunding, and those whose final state orderd learned
+// after the snapshot — at most Config.DriftPolls of them, paced by the
+// client's rate limit, and applies the answers through the one write
+// path; then it compares again. A finding opens only when an amount is
+// still unexplained at Config.DriftGrace consecutive checks.
+//
+// Counts: ledger_states, currencies, compared, drifting, polled, learned,
+// findings_opened, findings_resolved.
 func (r *Reconciler) RunBalances(ctx context.Context) (Summary, error) {
-	c := newCounts("ledger_states", "currencies", "compared", "drifting", "findings_opened", "findings_resolved")
+	c := newCounts("ledger_states", "currencies", "compared", "drifting", "polled", "learned", "findings_opened", "findings_resolved")
 	return r.record(ctx, JobBalances, c, func(ctx context.Context, runID int64) error {
 		return r.balances(ctx, runID, c)
 	})
@@ -104,12 +112,31 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if err != nil {
 		return err
 	}
+	if !d.WithinTolerance {
+		// Before calling it a drift, ask the provider about the orders
+		// that could explain it: a completion orderd has not heard of yet
+		// is timing, not missing money.
+		changed, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, c)
+		if err != nil {
+			return err
+		}
+		if changed > 0 {
+			n, err := r.store.UpdateLedger(ctx, 0)
+			c.add("ledger_states", n)
+			if err != nil {
+				return err
+			}
+			if d, err = r.drift(ctx, opening, closing); err != nil {
+				return err
+			}
+		}
+	}
 	d.RunID = runID
 	c.add("compared", 1)
 	if !d.WithinTolerance {
 		c.add("drifting", 1)
 	}
-	rec, err := store.ExecAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d})
+	rec, err := store.ExecAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d, Grace: r.cfg.DriftGrace})
 	opened, resolved := rec.Opened, rec.Resolved
 	if err != nil {
 		return fmt.Errorf("record drift of %s: %w", ccy, err)
@@ -119,6 +146,9 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	case opened:
 		c.add("findings_opened", 1)
 		log.Warn("balance drift unexplained", "drift", d.Drift, "unexplained", d.Unexplained, "tolerance", d.Tolerance)
+	case rec.Waiting:
+		log.Info("balance drift unexplained; waiting for the next check before a finding",
+			"drift", d.Drift, "unexplained", d.Unexplained, "checks", rec.Checks, "grace", r.cfg.DriftGrace)
 	case resolved:
 		c.add("findings_resolved", 1)
 		log.Info("balance drift explained", "drift", d.Drift, "explained", d.Explained)
@@ -126,6 +156,69 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 		log.Debug("balance compared", "drift", d.Drift, "unexplained", d.Unexplained)
 	}
 	return nil
+}
+
+// askAboutDrift polls the orders of currency that could explain a drift
+// at a snapshot taken at takenAt and applies what the provider answers. It
+// returns how many of them changed. A failed call is logged and skipped:
+// the comparison then stands on what orderd knew.
+func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, c *counts) (int, error) {
+	limit := r.cfg.DriftPolls
+	if limit <= 0 {
+		return 0, nil
+	}
+	var mids []string
+	seen := map[string]bool{}
+	add := func(mid string) {
+		if mid != "" && !seen[mid] && len(mids) < limit {
+			seen[mid] = true
+			mids = append(mids, mid)
+		}
+	}
+	pending, err := r.store.PendingMovements(ctx, ccy, limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range pending {
+		add(p.MerchantOrderID)
+	}
+	// Orders whose final state orderd learned only after the snapshot and
+	// whose completion the provider did not time: where they belong is a
+	// guess until the provider says.
+	late, err := r.store.LedgerMovements(ctx, ccy, takenAt.Add(-r.cfg.BoundaryWindow), r.now().Add(time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range late {
+		if !m.PlacedByProvider && m.LearnedAt.After(takenAt) {
+			add(m.MerchantOrderID)
+		}
+	}
+	log := r.log.With("job", JobBalances, "currency", ccy)
+	changed := 0
+	for _, mid := range mids {
+		if ctx.Err() != nil {
+			return changed, ctx.Err()
+		}
+		c.add("polled", 1)
+		order, raw, err := r.client.GetStatus(ctx, mid)
+		if err != nil {
+			log.Warn("drift: get-status failed", "merchantOrderId", mid, "err", err)
+			continue
+		}
+		res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
+			Obs: store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: r.now()},
+		})
+		if err != nil {
+			return changed, fmt.Errorf("apply %s: %w", mid, err)
+		}
+		if res.Outcome == store.OutcomeNew || res.Outcome == store.OutcomeChanged {
+			changed++
+			c.add("learned", 1)
+			log.Info("drift: learned a change from the provider", "merchantOrderId", mid, "status", order.Status, "event", res.EventID)
+		}
+	}
+	return changed, nil
 }
 
 // DriftDetail is the detail of a balance_drift finding and of a stored
