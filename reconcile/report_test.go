@@ -755,7 +755,8 @@ func TestReporter_WriteHTML_lineOrder(t *testing.T) {
 // the 10:00 snapshot, explains all of it.
 func minutesEnv(t *testing.T) *env {
 	t.Helper()
-	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}})
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)},
+		cfg: reconcile.Config{DriftGrace: 1}})
 	if err := e.fake.AdjustBalance("brl", "1000.00"); err != nil {
 		t.Fatal(err)
 	}
