@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"orderd/store"
+)
+
+// FindingActor is a person's action on a finding (acknowledge, resolve,
+// reopen); *store.Store runs it as a store command, so replicated mode
+// carries it in the log.
+type FindingActor interface {
+	ActOnFinding(ctx context.Context, cmd store.FindingActionCmd) (store.Finding, error)
+}
+
+// findingActionBody is POST /v1/findings/{id}.
+type findingActionBody struct {
+	Action     *string `json:"action"`
+	By         *string `json:"by"`
+	Note       *string `json:"note"`
+	Resolution *string `json:"resolution"`
+}
+
+// Bounds on the free text a person writes into the trail.
+const (
+	maxActorLen = 200
+	maxNoteLen  = 4000
+)
+
+// handleFindingAction is POST /v1/findings/{id}: a person acknowledges,
+// resolves (with a resolution) or reopens a finding. 200 with the finding
+// and its trail; 400 naming a missing or unknown field; 404 for an unknown
+// id; 409 for an action that does not apply to the finding as it stands.
+func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, &badRequestError{field: "id", msg: fmt.Sprintf("finding id %q is not a positive integer", r.PathValue("id"))})
+		return
+	}
+	var b findingActionBody
+	if err := s.decodeBody(w, r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cmd, err := findingAction(id, b)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.deps.Store.ActOnFinding(r.Context(), cmd)
+	var tr *store.TransitionError
+	switch {
+	case errors.Is(err, store.ErrFindingNotFound):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no finding %d", id)})
+		return
+	case errors.As(err, &tr):
+		writeJSON(w, http.StatusConflict, errorBody{Error: tr.Error(), Field: "action"})
+		return
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("finding action", "finding", f.ID, "kind", f.Kind, "action", cmd.Action, "by", cmd.By,
+		"resolution", cmd.Resolution, "status", f.Status)
+	writeJSON(w, http.StatusOK, f)
+}
+
+// findingAction checks the body's words and returns the command.
+func findingAction(id int64, b findingActionBody) (store.FindingActionCmd, error) {
+	bad := func(field, format string, args ...any) error {
+		return &badRequestError{field: field, msg: field + " " + fmt.Sprintf(format, args...)}
+	}
+	cmd := store.FindingActionCmd{ID: id}
+	switch {
+	case b.Action == nil || *b.Action == "":
+		return cmd, bad("action", "is required: one of %s", strings.Join(store.FindingActions, ", "))
+	case !slices.Contains(store.FindingActions, *b.Action):
+		return cmd, bad("action", "%q is not one of %s", *b.Action, strings.Join(store.FindingActions, ", "))
+	}
+	cmd.Action = *b.Action
+	if b.By == nil || strings.TrimSpace(*b.By) == "" {
+		return cmd, bad("by", "is required: who takes the action")
+	}
+	cmd.By = strings.TrimSpace(*b.By)
+	if len(cmd.By) > maxActorLen {
+		return cmd, bad("by", "is longer than %d bytes", maxActorLen)
+	}
+	if b.Note != nil {
+		cmd.Note = strings.TrimSpace(*b.Note)
+	}
+	if len(cmd.Note) > maxNoteLen {
+		return cmd, bad("note", "is longer than %d bytes", maxNoteLen)
+	}
+	switch {
+	case cmd.Action != store.ActionResolve && b.Resolution != nil:
+		return cmd, bad("resolution", "is given only with action resolve")
+	case cmd.Action == store.ActionResolve && (b.Resolution == nil || *b.Resolution == ""):
+		return cmd, bad("resolution", "is required with action resolve: one of %s", strings.Join(store.Resolutions, ", "))
+	case cmd.Action == store.ActionResolve && !slices.Contains(store.Resolutions, *b.Resolution):
+		return cmd, bad("resolution", "%q is not one of %s", *b.Resolution, strings.Join(store.Resolutions, ", "))
+	case cmd.Action == store.ActionResolve:
+		cmd.Resolution = *b.Resolution
+	}
+	if cmd.Action == store.ActionResolve && cmd.Note == "" {
+		return cmd, bad("note", "is required with action resolve: why the finding is settled")
+	}
+	return cmd, nil
+}
