@@ -124,3 +124,77 @@ func TestReconciler_RunBalances_pollsAreBounded(t *testing.T) {
 		t.Fatalf("polled %d (provider saw %d get-status calls), want 3", s.Counts["polled"], got)
 	}
 }
+
+// TestReconciler_RunBalances_personResolvedStaysResolved: a person
+// acknowledges and resolves a balance_drift finding. Resolved as fixed,
+// a later check that finds the same amount unexplained from the same
+// snapshot does not reopen it. Written off, the next check measures from
+// the accepted snapshot: a new gap is a new finding of exactly the new
+// amount, and the old finding keeps its trail.
+func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
+	e := balancesEnv(t, reconcile.Config{DriftGrace: 1})
+	e.run(e.rec.RunBalances)
+	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	fs := e.findings(store.FindingBalanceDrift, "open")
+	if len(fs) != 1 {
+		t.Fatalf("open findings = %+v", fs)
+	}
+	id := fs[0].ID
+	act := func(action, resolution string) store.Finding {
+		t.Helper()
+		f, err := e.st.ActOnFinding(t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
+			Note: action + " by finance", Resolution: resolution})
+		if err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+		return f
+	}
+	act(store.ActionAcknowledge, "")
+	if f := act(store.ActionResolve, store.ResolutionFixed); f.Status != store.FindingResolved || f.ResolvedBy != "ana" {
+		t.Fatalf("after resolve: %+v", f)
+	}
+
+	// The same state: nothing reopens.
+	e.clock.Advance(time.Minute)
+	if s := e.run(e.rec.RunBalances); s.Counts["findings_opened"] != 0 {
+		t.Fatalf("a check of the same state opened a finding: %v", s.Counts)
+	}
+	if fs := e.findings(store.FindingBalanceDrift, "open"); len(fs) != 0 {
+		t.Fatalf("open findings after a check of the same state = %+v", fs)
+	}
+
+	// Reopened and written off: the gap is accepted.
+	act(store.ActionReopen, "")
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances) // refreshes the reopened finding's detail
+	act(store.ActionResolve, store.ResolutionWrittenOff)
+	e.clock.Advance(time.Minute)
+	if s := e.run(e.rec.RunBalances); s.Counts["findings_opened"] != 0 {
+		t.Fatalf("a check after the write-off opened a finding: %v", s.Counts)
+	}
+	if d := e.latestDrift("brl"); !d.Drift.IsZero() || !d.WithinTolerance {
+		t.Fatalf("after the write-off: drift %s from opening %d", d.Drift, d.Opening.ID)
+	}
+
+	// A new problem is a new finding of exactly its amount.
+	if err := e.fake.AdjustBalance("brl", "-1.01"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	open := e.findings(store.FindingBalanceDrift, "open")
+	if len(open) != 1 || open[0].ID == id || driftDetail(t, open[0].Detail).Unexplained != "-1.01" {
+		t.Fatalf("new problem: open findings %+v", open)
+	}
+	old, err := e.st.FindingByID(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Status != store.FindingResolved || old.Resolution != store.ResolutionWrittenOff || len(old.Trail) != 4 {
+		t.Fatalf("old finding: status %s resolution %s trail %+v", old.Status, old.Resolution, old.Trail)
+	}
+}
