@@ -113,6 +113,19 @@ type reportJSON struct {
 			ExpectedMovement, Drift, DriftExplained, DriftUnexplained *string
 			Comparisons, ComparisonsOutOfTolerance                    int
 		}
+		Verdict string
+		Bridge  struct {
+			Opening                            *string
+			Movements                          struct{ Payins, Payouts, Refunds, Fees, Other string }
+			ExpectedClosing, Closing, Residual *string
+		}
+		Breaks []struct {
+			FindingID  int64
+			Kind, Key  string
+			Amount     *string
+			AgeSeconds int64
+			Priority   string
+		}
 	}
 	Orders []struct {
 		ID, MerchantOrderID, Type, Status, Membership string
@@ -128,14 +141,19 @@ type reportJSON struct {
 	Findings []struct {
 		ID                  int64
 		Kind, Key, State    string
+		Status              string
 		FoundAt, ResolvedAt *string
+		Resolution          string
+		ResolvedBy          string
 		Summary             string
 		Detail              json.RawMessage
+		Trail               []store.FindingAction
 	}
 	Runs []struct {
 		ID         int64
 		Job, Error string
 	}
+	Digest string
 }
 
 func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {
