@@ -60,11 +60,11 @@ type Verdict struct {
 // are nil when the snapshot is missing; then so are ExpectedClosing and
 // Residual.
 type Bridge struct {
-	Opening, Closing                    *store.BalanceSnapshot
-	Payins, Payouts, Refunds, Fees      decimal.Decimal
-	Other                               decimal.Decimal
-	ExpectedClosing, Residual           *decimal.Decimal
-	Tolerance                           decimal.Decimal
+	Opening, Closing               *store.BalanceSnapshot
+	Payins, Payouts, Refunds, Fees decimal.Decimal
+	Other                          decimal.Decimal
+	ExpectedClosing, Residual      *decimal.Decimal
+	Tolerance                      decimal.Decimal
 	// OpeningInferred: no snapshot was taken at or before the period's
 	// start, but nothing moved the balance before the first one in it.
 	OpeningInferred bool
