@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -334,4 +335,32 @@ func (j jsonCurrencyVerdict) zeroAges() jsonCurrencyVerdict {
 	}
 	j.Breaks = bs
 	return j
+}
+
+// csvVerdictHeader is the end of CSVSummaryHeader that csvVerdict fills.
+var csvVerdictHeader = CSVSummaryHeader[len(CSVSummaryHeader)-12:]
+
+// csvVerdict is the verdict's part of a CSV summary row.
+func csvVerdict(c *CurrencyTotals, v *Verdict) []string {
+	opt := func(d *decimal.Decimal) string {
+		if d == nil {
+			return ""
+		}
+		return c.Format(*d)
+	}
+	b := v.Bridge
+	var opening, closing string
+	if b.Opening != nil {
+		opening = c.Format(b.Opening.Amount)
+	}
+	if b.Closing != nil {
+		closing = c.Format(b.Closing.Amount)
+	}
+	kinds := make([]string, 0, len(v.Breaks))
+	for _, br := range v.Breaks {
+		kinds = append(kinds, br.Kind)
+	}
+	return []string{v.Verdict, opening, c.Format(b.Payins), c.Format(b.Payouts), c.Format(b.Refunds),
+		c.Format(b.Fees), c.Format(b.Other), opt(b.ExpectedClosing), closing, opt(b.Residual),
+		strconv.Itoa(len(v.Breaks)), strings.Join(kinds, ";")}
 }
