@@ -23,6 +23,9 @@ import (
 //go:embed report.html.tmpl
 var reportHTML string
 
+//go:embed report_verdict.html.tmpl
+var reportVerdictHTML string
+
 func parseReportTemplates() (*template.Template, error) {
 	t, err := template.New("report").Funcs(template.FuncMap{
 		"time": func(t time.Time) string {
@@ -68,6 +71,9 @@ func parseReportTemplates() (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse report template: %w", err)
 	}
+	if t, err = t.Parse(reportVerdictHTML); err != nil {
+		return nil, fmt.Errorf("parse report template: %w", err)
+	}
 	return t, nil
 }
 
@@ -109,6 +115,8 @@ type htmlHead struct {
 	Max                 int
 	CSVHref             string
 	JSONHref            string
+	// Verdicts are the per-currency verdicts shown first (verdict.go).
+	Verdicts []htmlVerdict
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -246,10 +254,12 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	defer rp.close()
 	t := newTotals()
+	fl := flagged{}
 	first := &firstLines{max: r.htmlMax}
 	byMembership := map[string]int{}
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
+		fl.add(l)
 		byMembership[l.Membership]++
 		first.add(l)
 		return nil
@@ -258,6 +268,10 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 		return fmt.Errorf("write html: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
+	if err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	vs, err := rp.verdicts(ctx, cur, fl)
 	if err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
@@ -276,6 +290,7 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	for _, c := range cur {
 		head.Currencies = append(head.Currencies, newHTMLCurrency(c, rp.p))
+		head.Verdicts = append(head.Verdicts, newHTMLVerdict(c, vs[c.Currency]))
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	exec := func(name string, data any) error { return r.tmpl.ExecuteTemplate(bw, name, data) }

@@ -364,3 +364,56 @@ func csvVerdict(c *CurrencyTotals, v *Verdict) []string {
 		c.Format(b.Fees), c.Format(b.Other), opt(b.ExpectedClosing), closing, opt(b.Residual),
 		strconv.Itoa(len(v.Breaks)), strings.Join(kinds, ";")}
 }
+
+// htmlVerdict is a currency's verdict in the HTML report.
+type htmlVerdict struct {
+	Currency, Verdict, Label, Class        string
+	Opening, OpeningAt, Closing, ClosingAt string
+	Payins, Payouts, Refunds, Fees, Other  string
+	Expected, Residual                     string
+	ResidualBad                            bool
+	Breaks                                 []htmlBreak
+}
+
+type htmlBreak struct {
+	Break
+	Amount, Age string
+}
+
+// verdictLabels are the verdicts as people read them, and their colour.
+var verdictLabels = map[string][2]string{
+	VerdictReconciled:            {"reconciled", "ok"},
+	VerdictReconciledWithPending: {"reconciled, with pending", "pending"},
+	VerdictBreaks:                {"breaks", "bad"},
+	VerdictIncomplete:            {"incomplete: a balance snapshot is missing", "unknown"},
+}
+
+func newHTMLVerdict(c *CurrencyTotals, v *Verdict) htmlVerdict {
+	b := v.Bridge
+	dash := func(d *decimal.Decimal) string {
+		if d == nil {
+			return "–"
+		}
+		return c.Format(*d)
+	}
+	money := func(d decimal.Decimal) string { return c.Format(d) }
+	h := htmlVerdict{Currency: c.Currency, Verdict: v.Verdict, Label: verdictLabels[v.Verdict][0],
+		Class: verdictLabels[v.Verdict][1], Opening: "no snapshot", Closing: "no snapshot",
+		Payins: money(b.Payins), Payouts: money(b.Payouts), Refunds: money(b.Refunds), Fees: money(b.Fees),
+		Other: money(b.Other), Expected: dash(b.ExpectedClosing), Residual: dash(b.Residual),
+		ResidualBad: b.Residual != nil && b.Residual.Abs().GreaterThan(b.Tolerance)}
+	if b.Opening != nil {
+		h.Opening, h.OpeningAt = money(b.Opening.Amount), b.Opening.TakenAt.Format("2006-01-02 15:04:05")
+	}
+	if b.Closing != nil {
+		h.Closing, h.ClosingAt = money(b.Closing.Amount), b.Closing.TakenAt.Format("2006-01-02 15:04:05")
+	}
+	for _, br := range v.Breaks {
+		hb := htmlBreak{Break: br, Age: (time.Duration(br.AgeSeconds) * time.Second).String()}
+		if br.Amount != nil {
+			hb.Amount = money(*br.Amount) + " " + c.Currency
+		}
+		h.Breaks = append(h.Breaks, hb)
+	}
+	return h
+}

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,29 @@ func TestReporter_WriteJSON_digest(t *testing.T) {
 		created: "2026-11-01T12:00:00Z", amount: "10.00", net: "9.70", ccy: "brl", completed: "2026-11-01T12:01:00Z"}, store.SourceWebhook)
 	if third := e.jsonReport(reportDay); third.Digest == first.Digest {
 		t.Fatalf("a new order in the period left the digest at %s", third.Digest)
+	}
+}
+
+// TestReporter_WriteHTML_verdictFirst: the HTML report opens with the
+// verdict and its bridge, before the summary.
+func TestReporter_WriteHTML_verdictFirst(t *testing.T) {
+	e := reportEnv(t)
+	var buf bytes.Buffer
+	if err := e.reporter().WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{
+		`<td class="num verdict bad" data-verdict="breaks"><strong>breaks</strong></td>`,
+		`<tr><th>= expected closing</th><td class="num">1219.50</td><td class="num">538.80</td></tr>`,
+		`<tr><th>Residual</th><td class="num bad">5.00</td><td class="num">0.00</td></tr>`,
+		`<strong>high</strong> balance_drift brl · 5.00 brl · open 1h0m0s`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	if v, s := strings.Index(html, `id="verdict"`), strings.Index(html, `id="summary"`); v < 0 || v > s {
+		t.Errorf("the verdict is not above the summary (at %d, summary at %d)", v, s)
 	}
 }
