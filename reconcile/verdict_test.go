@@ -114,6 +114,9 @@ func TestReporter_WriteHTML_verdictFirst(t *testing.T) {
 		`<tr><th>= expected closing</th><td class="num">1219.50</td><td class="num">538.80</td></tr>`,
 		`<tr><th>Residual</th><td class="num bad">5.00</td><td class="num">0.00</td></tr>`,
 		`<strong>high</strong> balance_drift brl · 5.00 brl · open 1h0m0s`,
+		// A rejected order's authorized amount is not money taken.
+		`<td>rejected</td>`,
+		`<span class="note">not taken</span>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML report lacks %q", want)
