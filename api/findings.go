@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +47,13 @@ func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b findingActionBody
-	if err := s.decodeBody(w, r, &b); err != nil {
+	form := isForm(r)
+	if form {
+		err = s.decodeForm(w, r, &b)
+	} else {
+		err = s.decodeBody(w, r, &b)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -68,7 +77,47 @@ func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("finding action", "finding", f.ID, "kind", f.Kind, "action", cmd.Action, "by", cmd.By,
 		"resolution", cmd.Resolution, "status", f.Status)
+	if form {
+		// The dashboard's form: back to the dashboard, which shows the
+		// finding's new status (or no longer lists it).
+		http.Redirect(w, r, "/#findings", http.StatusSeeOther)
+		return
+	}
 	writeJSON(w, http.StatusOK, f)
+}
+
+// isForm reports whether r carries an HTML form (the dashboard's).
+func isForm(r *http.Request) bool {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return ct == "application/x-www-form-urlencoded"
+}
+
+// decodeForm reads the dashboard's form into b: the same fields as the
+// JSON body, each at most once, an empty one as absent.
+func (s *server) decodeForm(w http.ResponseWriter, r *http.Request, b *findingActionBody) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	q, err := url.ParseQuery(string(body))
+	if err != nil {
+		return &badRequestError{msg: "form: " + err.Error()}
+	}
+	fields := map[string]**string{"action": &b.Action, "by": &b.By, "note": &b.Note, "resolution": &b.Resolution}
+	names := slices.Sorted(maps.Keys(q))
+	for _, name := range names {
+		dst, ok := fields[name]
+		if !ok {
+			return &badRequestError{field: name, msg: fmt.Sprintf("unknown field %q", name)}
+		}
+		if len(q[name]) > 1 {
+			return &badRequestError{field: name, msg: fmt.Sprintf("field %q is given more than once", name)}
+		}
+		if v := q[name][0]; v != "" {
+			*dst = &v
+		}
+	}
+	return nil
 }
 
 // findingAction checks the body's words and returns the command.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,63 @@ func TestBrowser_reportCharts(t *testing.T) {
 			t.Logf("screenshot: %s", path)
 		})
 	}
+}
+
+// TestBrowser_dashboardFindings: a person works a finding from the
+// dashboard: the open findings are listed oldest first with their age;
+// the form acknowledges one, then resolves it as written off with a note;
+// the dashboard no longer lists it and its trail holds both actions.
+func TestBrowser_dashboardFindings(t *testing.T) {
+	s := newReportServer(t, testToken)
+	ctx := browser(t, testToken)
+	step(t, ctx, "open dashboard", chromedp.Steps(
+		chromedp.Navigate(s.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("work-findings")),
+	))
+	rows := step(t, ctx, "read the findings", chromedp.Evaluate[[][]string](
+		`[...document.querySelectorAll('#findings tbody tr')].map(r => [r.id, r.cells[1].textContent, r.cells[3].textContent, r.cells[4].textContent])`))
+	if len(rows) != 2 || rows[0][1] != "balance_drift" || rows[1][1] != "quarantined_webhook" || rows[0][3] != "open" {
+		t.Fatalf("findings rows %q, want the drift (older) then the quarantined webhook, open", rows)
+	}
+	if rows[0][2] == "" || rows[0][2] == "0s" {
+		t.Errorf("the drift finding's age is %q", rows[0][2])
+	}
+	sel := "#" + rows[0][0] + " form"
+	act := func(action, resolution, note string) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := chromedp.RunResponse(sctx,
+			chromedp.SetValue(chromedp.CSS(sel+` select[name=action]`), action),
+			chromedp.SetValue(chromedp.CSS(sel+` select[name=resolution]`), resolution),
+			chromedp.SetValue(chromedp.CSS(sel+` input[name=by]`), "ana"),
+			chromedp.SetValue(chromedp.CSS(sel+` input[name=note]`), note),
+			chromedp.Submit(chromedp.CSS(sel)),
+		)
+		if err != nil {
+			t.Fatalf("%s from the dashboard: %v", action, err)
+		}
+		step(t, ctx, "back on the dashboard", chromedp.WaitVisible(chromedp.ID("health")))
+	}
+	act("acknowledge", "", "looking into the provider's statement")
+	status := step(t, ctx, "read the status", chromedp.Text(chromedp.CSS(sel[:len(sel)-5]+" td:nth-child(5)")))
+	if !strings.HasPrefix(status, "acknowledged") || !strings.Contains(status, "acknowledge by ana") {
+		t.Errorf("status after acknowledging: %q", status)
+	}
+	act("resolve", "written_off", "provider fee, agreed with the provider")
+	left := step(t, ctx, "read the findings again", chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('#findings tbody tr')].map(r => r.cells[1].textContent)`))
+	if strings.Join(left, " ") != "quarantined_webhook" {
+		t.Errorf("findings left on the dashboard: %q", left)
+	}
+	fs, err := s.st.FindingsPage(context.Background(), store.FindingQuery{Kind: store.FindingBalanceDrift})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs = slices.DeleteFunc(fs, func(f store.Finding) bool { return f.Key != "brl" })
+	if len(fs) != 1 || fs[0].Resolution != store.ResolutionWrittenOff || fs[0].ResolvedBy != "ana" || len(fs[0].Trail) != 2 ||
+		fs[0].Trail[1].Note != "provider fee, agreed with the provider" {
+		t.Fatalf("the drift finding after the dashboard: %+v", fs)
+	}
+	checkFits(t, ctx, "the dashboard")
 }
