@@ -93,7 +93,7 @@ func TestReconciler_RunBalances_realGapAfterGrace(t *testing.T) {
 		t.Fatalf("second check: counts = %v", s.Counts)
 	}
 	fs := e.findings(store.FindingBalanceDrift, "open")
-	if len(fs) != 1 || fs[0].Key != "brl" || fs[0].Status != store.FindingOpen {
+	if len(fs) != 1 || fs[0].Key != "brl" || fs[0].Status != store.StatusOpen {
 		t.Fatalf("open balance_drift findings = %+v", fs)
 	}
 	if det := driftDetail(t, fs[0].Detail); det.Unexplained != "-7.77" || det.Expected == "0.00" {
@@ -154,7 +154,7 @@ func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 		return f
 	}
 	act(store.ActionAcknowledge, "")
-	if f := act(store.ActionResolve, store.ResolutionFixed); f.Status != store.FindingResolved || f.ResolvedBy != "ana" {
+	if f := act(store.ActionResolve, store.ResolutionFixed); f.Status != store.StatusResolved || f.ResolvedBy != "ana" {
 		t.Fatalf("after resolve: %+v", f)
 	}
 
@@ -194,7 +194,7 @@ func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.Status != store.FindingResolved || old.Resolution != store.ResolutionWrittenOff || len(old.Trail) != 4 {
+	if old.Status != store.StatusResolved || old.Resolution != store.ResolutionWrittenOff || len(old.Trail) != 4 {
 		t.Fatalf("old finding: status %s resolution %s trail %+v", old.Status, old.Resolution, old.Trail)
 	}
 }

@@ -139,7 +139,7 @@ func (rp *report) verdicts(ctx context.Context, cur []*CurrencyTotals, fl flagge
 		asOf = rp.gen
 	}
 	err := rp.tx.Findings(ctx, rp.p.From, rp.p.To, func(f store.Finding) error {
-		if f.State != store.FindingOpen {
+		if f.State != store.StatusOpen {
 			return nil
 		}
 		b := Break{FindingID: f.ID, Kind: f.Kind, Key: f.Key, Priority: breakPriority(f.Kind),

@@ -17,12 +17,12 @@ import (
 // resolves (with a resolution) or reopens a finding, and each action is
 // kept in its trail (finding_actions) and sent as an event.
 
-// Finding statuses. A finding is open until someone (the reconciler, or a
+// Finding statuses (Finding.Status). A finding is open until someone (the reconciler, or a
 // person) resolves it; acknowledged is open with a person on it.
 const (
-	FindingOpen         = "open"
-	FindingAcknowledged = "acknowledged"
-	FindingResolved     = "resolved"
+	StatusOpen         = "open"
+	StatusAcknowledged = "acknowledged"
+	StatusResolved     = "resolved"
 )
 
 // Actions a person takes on a finding.
@@ -109,12 +109,12 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 	}
 	switch c.Action {
 	case ActionAcknowledge:
-		if f.Status != FindingOpen {
+		if f.Status != StatusOpen {
 			return nil, refuse("")
 		}
 		_, err = tx.Exec(`UPDATE findings SET acknowledged_at = ?, updated_at = ? WHERE id = ?`, now, now, f.ID)
 	case ActionResolve:
-		if f.Status == FindingResolved {
+		if f.Status == StatusResolved {
 			return nil, refuse("")
 		}
 		_, err = tx.Exec(`UPDATE findings SET resolved_at = ?, updated_at = ?, resolution = ?, resolved_by = ? WHERE id = ?`,
@@ -123,7 +123,7 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 			err = acceptDrift(tx, f)
 		}
 	case ActionReopen:
-		if f.Status != FindingResolved {
+		if f.Status != StatusResolved {
 			return nil, refuse("")
 		}
 		var other int64
@@ -228,14 +228,14 @@ func scanFinding(r rowScanner) (Finding, error) {
 	}
 	f.Detail = jsonOrNull([]byte(detail))
 	f.FoundAt = unixMilliUTC(foundAt)
-	f.State, f.Status = FindingOpen, FindingOpen
+	f.State, f.Status = StatusOpen, StatusOpen
 	if ackedAt.Valid {
 		at := unixMilliUTC(ackedAt.Int64)
-		f.AcknowledgedAt, f.Status = &at, FindingAcknowledged
+		f.AcknowledgedAt, f.Status = &at, StatusAcknowledged
 	}
 	if resolved.Valid {
 		at := unixMilliUTC(resolved.Int64)
-		f.ResolvedAt, f.State, f.Status = &at, FindingResolved, FindingResolved
+		f.ResolvedAt, f.State, f.Status = &at, StatusResolved, StatusResolved
 	}
 	f.Trail = []FindingAction{}
 	return f, nil

@@ -246,7 +246,7 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 	if err != nil {
 		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
 	}
-	f := Finding{ID: id, Kind: kind, Key: key, State: FindingOpen, Status: FindingOpen, Detail: raw,
+	f := Finding{ID: id, Kind: kind, Key: key, State: StatusOpen, Status: StatusOpen, Detail: raw,
 		FoundAt: time.UnixMilli(now.UnixMilli()).UTC(), Trail: []FindingAction{}}
 	if err := tx.findingEvent(f, now); err != nil {
 		return 0, false, err
@@ -260,7 +260,7 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 func (tx *Tx) ResolveFinding(kind, key string) (resolved bool, err error) {
 	now := tx.Now()
 	var (
-		f       = Finding{Kind: kind, Key: key, State: FindingResolved, Status: FindingResolved, Trail: []FindingAction{}}
+		f       = Finding{Kind: kind, Key: key, State: StatusResolved, Status: StatusResolved, Trail: []FindingAction{}}
 		detail  string
 		foundAt int64
 	)
