@@ -108,7 +108,7 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if !ok {
 		return nil // the first snapshot of this currency
 	}
-	d, err := r.drift(ctx, opening, closing)
+	d, err := r.drift(ctx, opening, closing, nil)
 	if err != nil {
 		return err
 	}
@@ -116,17 +116,17 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 		// Before calling it a drift, ask the provider about the orders
 		// that could explain it: a completion orderd has not heard of yet
 		// is timing, not missing money.
-		changed, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, c)
+		asked, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, c)
 		if err != nil {
 			return err
 		}
-		if changed > 0 {
+		if asked.changed > 0 || len(asked.stillPending) > 0 {
 			n, err := r.store.UpdateLedger(ctx, 0)
 			c.add("ledger_states", n)
 			if err != nil {
 				return err
 			}
-			if d, err = r.drift(ctx, opening, closing); err != nil {
+			if d, err = r.drift(ctx, opening, closing, asked.stillPending); err != nil {
 				return err
 			}
 		}
@@ -158,14 +158,29 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	return nil
 }
 
-// askAboutDrift polls the orders of currency that could explain a drift
-// at a snapshot taken at takenAt and applies what the provider answers. It
-// returns how many of them changed. A failed call is logged and skipped:
-// the comparison then stands on what orderd knew.
-func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, c *counts) (int, error) {
+// asked is what askAboutDrift learned.
+type asked struct {
+	// changed counts the orders and watches whose state changed.
+	changed int
+	// stillPending holds the merchantOrderIds the provider still shows in
+	// flight after the snapshot: they moved no money by it, so they
+	// explain none of the drift.
+	stillPending map[string]bool
+}
+
+// askAboutDrift polls what could explain a drift of currency at a
+// snapshot taken at takenAt, at most Config.DriftPolls calls, and applies
+// the answers through the one write path: the currency's orders in
+// flight, the orders whose final state orderd learned only after the
+// snapshot with no completion time from the provider, its creations
+// still in doubt, and the orders handed to orderd to follow that it has
+// not seen yet (their currency is unknown until then). A failed call is
+// logged and skipped: the comparison then stands on what orderd knew.
+func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, c *counts) (asked, error) {
+	out := asked{stillPending: map[string]bool{}}
 	limit := r.cfg.DriftPolls
 	if limit <= 0 {
-		return 0, nil
+		return out, nil
 	}
 	var mids []string
 	seen := map[string]bool{}
@@ -177,48 +192,93 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 	}
 	pending, err := r.store.PendingMovements(ctx, ccy, limit)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
 	for _, p := range pending {
 		add(p.MerchantOrderID)
 	}
-	// Orders whose final state orderd learned only after the snapshot and
-	// whose completion the provider did not time: where they belong is a
-	// guess until the provider says.
+	// Where these belong is a guess until the provider says.
 	late, err := r.store.LedgerMovements(ctx, ccy, takenAt.Add(-r.cfg.BoundaryWindow), r.now().Add(time.Millisecond))
 	if err != nil {
-		return 0, err
+		return out, err
 	}
 	for _, m := range late {
 		if !m.PlacedByProvider && m.LearnedAt.After(takenAt) {
 			add(m.MerchantOrderID)
 		}
 	}
+	creations, err := r.store.UnsettledCreations(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, u := range creations {
+		if u.Currency == ccy {
+			add(u.MerchantOrderID)
+		}
+	}
 	log := r.log.With("job", JobBalances, "currency", ccy)
-	changed := 0
 	for _, mid := range mids {
 		if ctx.Err() != nil {
-			return changed, ctx.Err()
+			return out, ctx.Err()
 		}
 		c.add("polled", 1)
 		order, raw, err := r.client.GetStatus(ctx, mid)
 		if err != nil {
-			log.Warn("drift: get-status failed", "merchantOrderId", mid, "err", err)
+			if !isNotFound(err) {
+				log.Warn("drift: get-status failed", "merchantOrderId", mid, "err", err)
+			}
 			continue
 		}
 		res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
 			Obs: store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: r.now()},
 		})
 		if err != nil {
-			return changed, fmt.Errorf("apply %s: %w", mid, err)
+			return out, fmt.Errorf("apply %s: %w", mid, err)
 		}
 		if res.Outcome == store.OutcomeNew || res.Outcome == store.OutcomeChanged {
-			changed++
+			out.changed++
 			c.add("learned", 1)
 			log.Info("drift: learned a change from the provider", "merchantOrderId", mid, "status", order.Status, "event", res.EventID)
 		}
+		if res.Outcome != outcomeConflict && inFlight(order) {
+			out.stillPending[mid] = true
+		}
 	}
-	return changed, nil
+	// Watched orders orderd has not seen: any currency's.
+	if left := limit - len(mids); left > 0 {
+		ws, err := r.store.DueWatches(ctx, r.now().Add(100*365*24*time.Hour), store.DueCursor{}, left)
+		if err != nil {
+			return out, err
+		}
+		for _, w := range ws {
+			c.add("polled", 1)
+			before := c.get("watches_found")
+			r.checkWatch(ctx, w, c)
+			if c.get("watches_found") > before {
+				out.changed++
+				c.add("learned", 1)
+			}
+		}
+	}
+	return out, nil
+}
+
+// inFlight reports whether every movement of o is still to happen: the
+// order is not final, or it is and every refund of it is not final.
+func inFlight(o *provider.Order) bool {
+	if !o.Status.IsFinal() {
+		return true
+	}
+	refunds := 0
+	for _, t := range o.Transactions {
+		if t.Type == "refund" {
+			refunds++
+			if t.Status.IsFinal() {
+				return false
+			}
+		}
+	}
+	return refunds > 0
 }
 
 // DriftDetail is the detail of a balance_drift finding and of a stored
@@ -249,7 +309,9 @@ type SnapshotRef struct {
 }
 
 // drift computes the comparison between two snapshots of one currency.
-func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot) (store.BalanceDrift, error) {
+// stillPending names orders the provider showed in flight after the
+// closing snapshot: they are no candidates.
+func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot, stillPending map[string]bool) (store.BalanceDrift, error) {
 	ccy := closing.Currency
 	t0, t1 := opening.TakenAt, closing.TakenAt
 	expected, nMoves, err := r.store.LedgerSum(ctx, ccy, t0, t1)
@@ -259,7 +321,7 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 	actual := closing.Amount.Sub(opening.Amount)
 	drift := actual.Sub(expected)
 
-	cands, err := r.candidates(ctx, ccy, t0, t1)
+	cands, err := r.candidates(ctx, ccy, t0, t1, stillPending)
 	if err != nil {
 		return store.BalanceDrift{}, err
 	}
@@ -314,7 +376,7 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 // Pending: an order still processing or a refund in flight may already be
 // in the provider's balance, contributing the amount it would move.
 // Unsettled creations likewise, unless their order is already known.
-func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time) ([]Candidate, error) {
+func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time, stillPending map[string]bool) ([]Candidate, error) {
 	w := r.cfg.BoundaryWindow
 	var cands []Candidate
 	known := map[string]bool{}
@@ -366,11 +428,14 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 		return nil, err
 	}
 	for _, p := range pending {
+		known[p.MerchantOrderID] = true
+		if stillPending[p.MerchantOrderID] {
+			continue // the provider said it has not moved yet
+		}
 		kind, entry := PartProcessing, "order"
 		if p.Kind == store.PendingRefundInFlight {
 			kind, entry = PartRefundInFlight, "refund"
 		}
-		known[p.MerchantOrderID] = true
 		cands = append(cands, Candidate{Kind: kind, Amount: p.Amount, Ref: PartOrder{
 			OrderID: p.ProviderOrderID, MerchantOrderID: p.MerchantOrderID, Entry: entry, At: p.Since,
 		}})
@@ -380,7 +445,7 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 		return nil, err
 	}
 	for _, u := range creations {
-		if u.Currency != ccy || (u.Kind != "refund" && known[u.MerchantOrderID]) {
+		if u.Currency != ccy || (u.Kind != "refund" && known[u.MerchantOrderID]) || stillPending[u.MerchantOrderID] {
 			continue
 		}
 		cands = append(cands, Candidate{Kind: PartInDoubt, Amount: u.Amount, Ref: PartOrder{

@@ -381,6 +381,12 @@ func (c *counts) add(key string, n int) {
 	c.mu.Unlock()
 }
 
+func (c *counts) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
 func (c *counts) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
