@@ -274,12 +274,14 @@ type jsonBridge struct {
 	Residual        *string         `json:"residual"`
 }
 
+// jsonBridgeMoves are null when the bridge is incomplete: no movement
+// was counted, and 0.00 would read as "nothing moved".
 type jsonBridgeMoves struct {
-	Payins  string `json:"payins"`
-	Payouts string `json:"payouts"`
-	Refunds string `json:"refunds"`
-	Fees    string `json:"fees"`
-	Other   string `json:"other"`
+	Payins  *string `json:"payins"`
+	Payouts *string `json:"payouts"`
+	Refunds *string `json:"refunds"`
+	Fees    *string `json:"fees"`
+	Other   *string `json:"other"`
 }
 
 type jsonBreak struct {
@@ -301,10 +303,12 @@ func newJSONVerdict(c *CurrencyTotals, v *Verdict) jsonVerdict {
 	}
 	b := v.Bridge
 	j := jsonVerdict{Verdict: v.Verdict, Breaks: make([]jsonBreak, 0, len(v.Breaks)), Bridge: jsonBridge{
-		Movements: jsonBridgeMoves{Payins: c.Format(b.Payins), Payouts: c.Format(b.Payouts),
-			Refunds: c.Format(b.Refunds), Fees: c.Format(b.Fees), Other: c.Format(b.Other)},
 		ExpectedClosing: opt(b.ExpectedClosing), Residual: opt(b.Residual),
 	}}
+	if b.ExpectedClosing != nil {
+		j.Bridge.Movements = jsonBridgeMoves{Payins: opt(&b.Payins), Payouts: opt(&b.Payouts),
+			Refunds: opt(&b.Refunds), Fees: opt(&b.Fees), Other: opt(&b.Other)}
+	}
 	if b.Opening != nil {
 		j.Bridge.Opening = opt(&b.Opening.Amount)
 	}
@@ -360,9 +364,12 @@ func csvVerdict(c *CurrencyTotals, v *Verdict) []string {
 	for _, br := range v.Breaks {
 		kinds = append(kinds, br.Kind)
 	}
-	return []string{v.Verdict, opening, c.Format(b.Payins), c.Format(b.Payouts), c.Format(b.Refunds),
-		c.Format(b.Fees), c.Format(b.Other), opt(b.ExpectedClosing), closing, opt(b.Residual),
-		strconv.Itoa(len(v.Breaks)), strings.Join(kinds, ";")}
+	moves := make([]string, 5)
+	if b.ExpectedClosing != nil {
+		moves = []string{c.Format(b.Payins), c.Format(b.Payouts), c.Format(b.Refunds), c.Format(b.Fees), c.Format(b.Other)}
+	}
+	rec := append([]string{v.Verdict, opening}, moves...)
+	return append(rec, opt(b.ExpectedClosing), closing, opt(b.Residual), strconv.Itoa(len(v.Breaks)), strings.Join(kinds, ";"))
 }
 
 // htmlVerdict is a currency's verdict in the HTML report.
@@ -399,9 +406,13 @@ func newHTMLVerdict(c *CurrencyTotals, v *Verdict) htmlVerdict {
 	money := func(d decimal.Decimal) string { return c.Format(d) }
 	h := htmlVerdict{Currency: c.Currency, Verdict: v.Verdict, Label: verdictLabels[v.Verdict][0],
 		Class: verdictLabels[v.Verdict][1], Opening: "no snapshot", Closing: "no snapshot",
-		Payins: money(b.Payins), Payouts: money(b.Payouts), Refunds: money(b.Refunds), Fees: money(b.Fees),
-		Other: money(b.Other), Expected: dash(b.ExpectedClosing), Residual: dash(b.Residual),
+		Payins: "–", Payouts: "–", Refunds: "–", Fees: "–", Other: "–",
+		Expected: dash(b.ExpectedClosing), Residual: dash(b.Residual),
 		ResidualBad: b.Residual != nil && b.Residual.Abs().GreaterThan(b.Tolerance)}
+	if b.ExpectedClosing != nil {
+		h.Payins, h.Payouts, h.Refunds = money(b.Payins), money(b.Payouts), money(b.Refunds)
+		h.Fees, h.Other = money(b.Fees), money(b.Other)
+	}
 	if b.Opening != nil {
 		h.Opening, h.OpeningAt = money(b.Opening.Amount), b.Opening.TakenAt.Format("2006-01-02 15:04:05")
 	}

@@ -153,6 +153,14 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 				<-ctx.Done()
 				return nil
 			}
+			if !fake.Restored() && d.rec != nil {
+				// The provider's balance before the first demo order:
+				// today's report then has an opening balance, and its
+				// verdict a bridge, instead of "incomplete".
+				if _, err := d.rec.RunBalances(ctx); err != nil && ctx.Err() == nil {
+					lg.Logger.Warn("opening balance snapshot", "err", err)
+				}
+			}
 			g := &demoTraffic{
 				admin:    "http://" + d.admin.Addr(),
 				fake:     fake,
