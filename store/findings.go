@@ -120,7 +120,7 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 		_, err = tx.Exec(`UPDATE findings SET resolved_at = ?, updated_at = ?, resolution = ?, resolved_by = ? WHERE id = ?`,
 			now, now, c.Resolution, c.By, f.ID)
 		if err == nil && f.Kind == FindingBalanceDrift && c.Resolution != ResolutionFixed {
-			err = acceptDrift(tx, f)
+			err = setDriftAccepted(tx, f, true)
 		}
 	case ActionReopen:
 		if f.Status != StatusResolved {
@@ -136,6 +136,10 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 		}
 		_, err = tx.Exec(`UPDATE findings SET resolved_at = NULL, acknowledged_at = NULL, resolution = NULL,
 			resolved_by = NULL, updated_at = ? WHERE id = ?`, now, f.ID)
+		if err == nil && f.Kind == FindingBalanceDrift {
+			// What the resolution accepted is no longer accepted.
+			err = setDriftAccepted(tx, f, false)
+		}
 	default:
 		return nil, fmt.Errorf("finding %d: unknown action %q", f.ID, c.Action)
 	}
@@ -172,10 +176,11 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 	return f, nil
 }
 
-// acceptDrift marks the comparison a balance_drift finding last described
-// as accepted: a person has accounted for its unexplained amount, so the
-// books count as agreed at its closing snapshot.
-func acceptDrift(tx *Tx, f Finding) error {
+// setDriftAccepted marks (or unmarks) the comparison a balance_drift
+// finding last described as accepted: a person has accounted for its
+// unexplained amount, so the books count as agreed at its closing
+// snapshot.
+func setDriftAccepted(tx *Tx, f Finding, accepted bool) error {
 	var d struct {
 		Closing struct {
 			ID int64 `json:"id"`
@@ -184,7 +189,7 @@ func acceptDrift(tx *Tx, f Finding) error {
 	if err := json.Unmarshal(f.Detail, &d); err != nil || d.Closing.ID == 0 {
 		return nil // not a comparison's detail: nothing to accept
 	}
-	_, err := tx.Exec(`UPDATE balance_drifts SET accepted = 1 WHERE currency = ? AND closing_id = ?`, f.Key, d.Closing.ID)
+	_, err := tx.Exec(`UPDATE balance_drifts SET accepted = ? WHERE currency = ? AND closing_id = ?`, accepted, f.Key, d.Closing.ID)
 	return err
 }
 
