@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,11 +48,18 @@ func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b findingActionBody
-	form := isForm(r)
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// The dashboard's form is form-encoded. curl -d sends JSON under the
+	// same Content-Type, so a body that opens like JSON is JSON.
+	form := isForm(r) && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{"))
 	if form {
-		err = s.decodeForm(w, r, &b)
+		err = decodeForm(body, &b)
 	} else {
-		err = s.decodeBody(w, r, &b)
+		err = decodeStrict(body, &b)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -94,11 +102,7 @@ func isForm(r *http.Request) bool {
 
 // decodeForm reads the dashboard's form into b: the same fields as the
 // JSON body, each at most once, an empty one as absent.
-func (s *server) decodeForm(w http.ResponseWriter, r *http.Request, b *findingActionBody) error {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
+func decodeForm(body []byte, b *findingActionBody) error {
 	q, err := url.ParseQuery(string(body))
 	if err != nil {
 		return &badRequestError{msg: "form: " + err.Error()}

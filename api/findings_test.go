@@ -114,6 +114,11 @@ func TestAPI_findingAction(t *testing.T) {
 		t.Errorf("stuck_order events = %d (%d ids), want 6", n, len(ids))
 	}
 
+	// curl -d sends JSON as a form's Content-Type: still JSON.
+	r = e.do("POST", path, `{"action":"resolve","by":"cy","note":"by curl","resolution":"fixed"}`,
+		"Content-Type", "application/x-www-form-urlencoded")
+	wantStatus(t, r, http.StatusOK)
+
 	// Unknown id, a bad id, no token.
 	wantStatus(t, e.do("POST", "/v1/findings/999", `{"action":"acknowledge","by":"ana"}`), http.StatusNotFound)
 	wantStatus(t, e.do("POST", "/v1/findings/abc", `{"action":"acknowledge","by":"ana"}`), http.StatusBadRequest)
