@@ -71,7 +71,8 @@ func statSources(root string) error {
 }
 
 // sources lists every file below root but those in hidden directories and
-// in the build and sandbox output, which no build reads.
+// in the build and sandbox output and npm's node_modules, which no build
+// reads.
 func sources(root string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -80,7 +81,7 @@ func sources(root string) ([]string, error) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "dist" || name == "orderd-sandbox") {
+			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "dist" || name == "orderd-sandbox" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
