@@ -2,12 +2,16 @@ package eventschema_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"orderd/api"
 	"orderd/internal/eventschema"
+	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"
 )
@@ -93,5 +97,49 @@ func TestValidator_Check(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocument_namesEveryProviderField fails when provider's order types
+// gain a field the document's schema of them does not name: orderd
+// republishes the provider's order, so a field orderd decodes is one
+// consumers see.
+func TestDocument_namesEveryProviderField(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(api.AsyncAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range map[string]reflect.Type{
+		"Order":             reflect.TypeFor[provider.Order](),
+		"Transaction":       reflect.TypeFor[provider.Transaction](),
+		"RefundTransaction": reflect.TypeFor[provider.RefundTransaction](),
+		"Auth":              reflect.TypeFor[provider.Auth](),
+	} {
+		props := doc.Components.Schemas[name].Properties
+		if props == nil {
+			t.Errorf("components/schemas/%s has no properties", name)
+			continue
+		}
+		for f := range typ.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			if _, ok := props[tag]; !ok {
+				t.Errorf("provider.%s.%s (%q) is not in components/schemas/%s", typ.Name(), f.Name, tag, name)
+			}
+		}
+	}
+	// Money is written by hand (MarshalJSON); its two fields are fixed.
+	for _, f := range []string{"amount", "currency"} {
+		if _, ok := doc.Components.Schemas["Money"].Properties[f]; !ok {
+			t.Errorf("components/schemas/Money lacks %s", f)
+		}
 	}
 }
