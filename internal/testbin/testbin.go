@@ -20,7 +20,11 @@ import (
 )
 
 // Orderd builds orderd/cmd/orderd into dst.
-func Orderd(dst string) error {
+func Orderd(dst string) error { return Build(dst, "orderd/cmd/orderd") }
+
+// Build builds the module's main package pkg (an import path, as
+// "orderd/examples/consumers/go") into dst.
+func Build(dst, pkg string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -28,13 +32,17 @@ func Orderd(dst string) error {
 	if err := statSources(root); err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", dst, "orderd/cmd/orderd")
+	cmd := exec.Command("go", "build", "-o", dst, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build orderd: %v\n%s", err, out)
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return nil
 }
+
+// ModuleRoot is the directory of the module's go.mod, found from the
+// working directory (a test runs in its package's directory).
+func ModuleRoot() (string, error) { return moduleRoot() }
 
 // moduleRoot is the directory of the go.mod above the working directory
 // (a test runs in its package's directory).
