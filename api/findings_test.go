@@ -10,13 +10,17 @@ import (
 	"orderd/store"
 )
 
-// openFinding opens a stuck_order finding about key and returns its id.
+// openFinding opens a finding of kind (stuck_order) about key and
+// returns its id.
 func (e *env) openFinding(kind, key string) int64 {
 	e.t.Helper()
 	var id int64
 	err := e.store.Write(e.t.Context(), func(tx *store.Tx) error {
 		var err error
-		id, _, err = tx.OpenFinding(kind, key, map[string]string{"why": "processing for 3 days"})
+		// The detail a stuck_order finding has (see reconcile/stale.go).
+		id, _, err = tx.OpenFinding(kind, key, map[string]any{"orderId": key, "merchantOrderId": "m-" + key,
+			"type": "payin", "status": "processing", "lastChangeAt": "2026-11-01T10:00:00Z", "checkAttempts": 3,
+			"giveUpAfter": "24h0m0s"})
 		return err
 	})
 	if err != nil {
@@ -133,7 +137,8 @@ func TestAPI_findingAction_reopenWhileAnotherIsOpen(t *testing.T) {
 	wantStatus(t, e.do("POST", fmt.Sprintf("/v1/findings/%d", old),
 		`{"action":"resolve","by":"ana","note":"done","resolution":"fixed"}`), http.StatusOK)
 	err := e.store.Write(t.Context(), func(tx *store.Tx) error {
-		_, _, err := tx.OpenFinding(store.FindingStuckOrder, "o-1", map[string]string{"why": "stuck again, another state"})
+		_, _, err := tx.OpenFinding(store.FindingStuckOrder, "o-1", map[string]any{"orderId": "o-1", "merchantOrderId": "m-o-1",
+			"type": "payin", "status": "new", "lastChangeAt": "2026-11-02T10:00:00Z", "checkAttempts": 9, "giveUpAfter": "24h0m0s"})
 		return err
 	})
 	if err != nil {
