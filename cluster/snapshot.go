@@ -22,39 +22,52 @@ import (
 	"orderd/store"
 )
 
-// A snapshot in the snapshot store is a manifest and the chunks it
-// lists. The database file is cut into chunks of chunkBytes; each chunk is
-// an object named after the SHA-256 of its bytes, so a chunk that did not
-// change since the previous snapshot is already there and is not
-// uploaded again. The copy a snapshot is cut from is page-preserving
-// (store.Copy), so a page that did not change keeps its offset and its
-// chunk its name.
+// A snapshot costs what changed since the previous one.
+//
+// The database copy a snapshot is cut from is page-preserving
+// (store.Copy): a page that did not change keeps its offset and its bytes.
+// The file is cut into chunks of chunkBytes (one page), and the manifest
+// lists every chunk's hash and where its bytes are: at an offset of a
+// pack, an object of many chunks named after its own SHA-256. A snapshot
+// uploads in new packs only the chunks no pack the previous manifest uses
+// holds, and a manifest. Random-key index inserts change pages all over
+// the file (BENCHMARKS.md, "Snapshots"), so chunks are small; packing
+// them keeps the objects to write and fetch few.
+//
+// A pack of which less than half is still used is rewritten: its chunks
+// that are still used go into the new packs, so the snapshot store holds
+// at most about twice the database and a restore fetches about as much.
+//
+// The pointer object (pointerName) names the newest manifest and the one
+// before it; both, and every pack either uses, are kept, so a restore that
+// began from the older one finishes while the next snapshot is written.
+// Everything else is removed after each snapshot.
 const (
-	// manifestName is the newest snapshot's manifest.
-	manifestName = "orderd.manifest"
-	// previousName is the manifest before it: its chunks are kept too,
-	// so a restore that began from it finishes while the next snapshot
-	// is written.
-	previousName = "orderd.manifest.previous"
+	// pointerName is the object naming the newest manifest; its headers
+	// describe the newest snapshot (SnapshotInfo).
+	pointerName = "orderd.snapshot"
 	// legacyName is the whole-file snapshot older orderd versions wrote.
-	// It is restored when no manifest exists, and removed once one does.
+	// It is restored when no pointer exists, and removed once one does.
 	legacyName = "orderd.db"
-	// chunkPrefix starts each chunk's object name; the SHA-256 in hex
-	// follows.
-	chunkPrefix = "chunk/"
-	// chunkBytes is the size of a chunk (the last one may be shorter):
-	// 16 pages of 4 KiB. Smaller chunks upload less after a change
-	// spread over the file (random-key index inserts touch pages all
-	// over it), larger ones make fewer objects to write and fetch;
-	// BENCHMARKS.md ("Snapshots") has the measurements behind it.
-	chunkBytes = 64 << 10
+	// manifestPrefix and packPrefix start the names of manifests and of
+	// packs (whose SHA-256 in hex follows).
+	manifestPrefix = "manifest/"
+	packPrefix     = "pack/"
+	// chunkBytes is the unit of change: SQLite's default page.
+	chunkBytes = 4096
+	// hashBytes of each chunk's SHA-256 are in the manifest: enough to
+	// tell changed chunks apart (a collision would be caught by the whole
+	// file's SHA-256 at restore, never restored silently).
+	hashBytes = 16
+	// packBytes is the size a pack is closed at.
+	packBytes = 8 << 20
 	// manifestFormat is the manifest's version.
 	manifestFormat = 1
-	// transfers is how many chunks are uploaded or fetched at once.
-	transfers = 8
+	// transfers is how many packs are fetched at once.
+	transfers = 4
 )
 
-// Snapshot object headers (on the manifest; on the legacy object too).
+// Snapshot pointer headers (on the legacy object too, less the last two).
 const (
 	headerSeq      = "Orderd-Seq"
 	headerTakenAt  = "Orderd-Taken-At"
@@ -71,11 +84,17 @@ type SnapshotInfo struct {
 	// Bytes is the size of the database the snapshot holds.
 	Bytes uint64 `json:"bytes"`
 	// UploadedBytes is what writing this snapshot put into the snapshot
-	// store: the chunks it did not hold yet and the manifests.
+	// store: the new packs, the manifest and the pointer.
 	UploadedBytes uint64 `json:"uploadedBytes"`
 }
 
-// manifest lists a snapshot's chunks, in file order.
+// pointer is pointerName's content.
+type pointer struct {
+	Manifest string `json:"manifest"`
+	Previous string `json:"previous,omitempty"`
+}
+
+// manifest describes one snapshot's database file.
 type manifest struct {
 	Format     int       `json:"format"`
 	Seq        uint64    `json:"seq"`
@@ -83,32 +102,62 @@ type manifest struct {
 	Node       string    `json:"node"`
 	Bytes      uint64    `json:"bytes"`
 	ChunkBytes int       `json:"chunkBytes"`
-	// SHA256 is the whole database file's hash, checked after assembly.
-	SHA256 string   `json:"sha256"`
-	Chunks []string `json:"chunks"`
+	// SHA256 is the whole file's hash, checked after assembly.
+	SHA256 string `json:"sha256"`
+	// Hashes holds hashBytes of each chunk's SHA-256, in file order.
+	Hashes []byte `json:"hashes"`
+	// Packs are the packs the chunks are in.
+	Packs []packRef `json:"packs"`
+	// Runs place the chunks, in file order, all of them: each is
+	// [first chunk, chunks, pack index, byte offset in the pack].
+	Runs [][4]uint64 `json:"runs"`
 }
 
-// check refuses a manifest that does not describe a whole file.
+// packRef names a pack and gives its size.
+type packRef struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// chunks is the number of chunks of the file.
+func (m *manifest) chunks() uint64 {
+	return (m.Bytes + uint64(m.ChunkBytes) - 1) / uint64(m.ChunkBytes)
+}
+
+// runBytes is the length of the file bytes run r covers.
+func (m *manifest) runBytes(r [4]uint64) uint64 {
+	cb := uint64(m.ChunkBytes)
+	return min((r[0]+r[1])*cb, m.Bytes) - r[0]*cb
+}
+
+// check refuses a manifest that does not place every chunk of a whole
+// file exactly once, inside its packs.
 func (m *manifest) check() error {
 	switch {
 	case m.Format != manifestFormat:
-		return fmt.Errorf("manifest format %d, this orderd reads %d", m.Format, manifestFormat)
+		return fmt.Errorf("format %d, this orderd reads %d", m.Format, manifestFormat)
 	case m.ChunkBytes <= 0:
-		return fmt.Errorf("manifest chunk size %d", m.ChunkBytes)
-	case uint64(len(m.Chunks)) != (m.Bytes+uint64(m.ChunkBytes)-1)/uint64(m.ChunkBytes):
-		return fmt.Errorf("manifest lists %d chunks for %d bytes of %d", len(m.Chunks), m.Bytes, m.ChunkBytes)
+		return fmt.Errorf("chunk size %d", m.ChunkBytes)
+	case uint64(len(m.Hashes)) != m.chunks()*hashBytes:
+		return fmt.Errorf("%d bytes of chunk hashes for %d chunks", len(m.Hashes), m.chunks())
 	}
-	for i, h := range m.Chunks {
-		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("manifest chunk %d: %q is not a SHA-256", i, h)
+	for _, p := range m.Packs {
+		if !strings.HasPrefix(p.Name, packPrefix) {
+			return fmt.Errorf("pack %q", p.Name)
 		}
 	}
+	next := uint64(0)
+	for _, r := range m.Runs {
+		if r[0] != next || r[1] == 0 || r[0]+r[1] > m.chunks() || r[2] >= uint64(len(m.Packs)) ||
+			r[3]+m.runBytes(r) > m.Packs[r[2]].Bytes {
+			return fmt.Errorf("run %v does not fit", r)
+		}
+		next = r[0] + r[1]
+	}
+	if next != m.chunks() {
+		return fmt.Errorf("runs place %d of %d chunks", next, m.chunks())
+	}
 	return nil
-}
-
-// chunkLen is the length of chunk i.
-func (m *manifest) chunkLen(i int) int {
-	return int(min(uint64(m.ChunkBytes), m.Bytes-uint64(i)*uint64(m.ChunkBytes)))
 }
 
 func snapshotInfo(oi *jetstream.ObjectInfo) SnapshotInfo {
@@ -122,10 +171,10 @@ func snapshotInfo(oi *jetstream.ObjectInfo) SnapshotInfo {
 	return si
 }
 
-// latestInfo is the newest snapshot's object: its manifest, else a
-// legacy whole-file snapshot; nil when there is none.
+// latestInfo is the newest snapshot's object: its pointer, else a legacy
+// whole-file snapshot; nil when there is none.
 func latestInfo(ctx context.Context, obj jetstream.ObjectStore) (*jetstream.ObjectInfo, error) {
-	for _, name := range []string{manifestName, legacyName} {
+	for _, name := range []string{pointerName, legacyName} {
 		oi, err := obj.GetInfo(ctx, name)
 		if isNotFound(err) {
 			continue
@@ -149,10 +198,10 @@ func (n *Node) LatestSnapshot(ctx context.Context) (si SnapshotInfo, ok bool, er
 
 // TakeSnapshot writes a snapshot of this node's database to the snapshot
 // store: a consistent, page-preserving copy (store.Copy), checked, of
-// which only the chunks the store does not hold yet are uploaded.
+// which only what the store does not hold yet is uploaded.
 func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	// One at a time: the scheduled one and one asked for over HTTP would
-	// each collect the other's chunks as garbage.
+	// each remove the other's packs as unused.
 	n.snapMu.Lock()
 	defer n.snapMu.Unlock()
 	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
@@ -182,15 +231,22 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 // nothing writes to, as the newest snapshot: it checks the file
 // (store.CheckBackup, which gives the log sequence it applied; 0 for a
 // seed), uploads the chunks the snapshot store does not hold, writes the
-// manifest (keeping the one before it as the previous), and removes the
-// chunks neither lists.
+// manifest and points to it (keeping the one before it), and removes what
+// neither uses.
 func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (SnapshotInfo, error) {
 	si, _, err := uploadSnapshot(ctx, obj, dbPath, node)
 	return si, err
 }
 
-// uploadSnapshot is putSnapshot; gcErr says why removing what no retained
-// manifest lists failed, which does not fail the snapshot.
+// chunkAt is where a chunk's bytes are: a pack (by its index in the
+// packs of the manifest being built) and an offset in it.
+type chunkAt struct {
+	pack int
+	off  uint64
+}
+
+// uploadSnapshot is putSnapshot; gcErr says why removing what no kept
+// manifest uses failed, which does not fail the snapshot.
 func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (si SnapshotInfo, gcErr, err error) {
 	seq, err := store.CheckBackup(ctx, dbPath)
 	if err != nil {
@@ -198,69 +254,153 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	prevRaw, prev, err := readManifest(pctx, obj, manifestName)
-	if err != nil && !isNotFound(err) {
-		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: previous manifest: %w", err)
-	}
-	known := map[string]bool{}
-	if prev != nil {
-		// The newest manifest's chunks are there: nothing removes a
-		// chunk the newest manifest lists.
-		for _, h := range prev.Chunks {
-			known[h] = true
-		}
+	prevName, prev, err := readLatest(pctx, obj)
+	if err != nil {
+		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	f, err := os.Open(dbPath)
 	if err != nil {
 		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	defer f.Close()
-	m := manifest{Format: manifestFormat, Seq: seq, TakenAt: time.Now().UTC(), Node: node, ChunkBytes: chunkBytes}
+	m := &manifest{Format: manifestFormat, Seq: seq, TakenAt: time.Now().UTC(), Node: node, ChunkBytes: chunkBytes}
+
+	// Pass 1: the chunks' hashes and the file's.
 	whole := sha256.New()
-	up := newUploader(pctx, obj)
+	buf := make([]byte, chunkBytes)
 	for {
-		buf := make([]byte, chunkBytes)
 		k, err := io.ReadFull(f, buf)
 		if k > 0 {
-			buf = buf[:k]
-			whole.Write(buf)
-			sum := sha256.Sum256(buf)
-			h := hex.EncodeToString(sum[:])
-			m.Chunks = append(m.Chunks, h)
+			whole.Write(buf[:k])
+			sum := sha256.Sum256(buf[:k])
+			m.Hashes = append(m.Hashes, sum[:hashBytes]...)
 			m.Bytes += uint64(k)
-			if !known[h] {
-				known[h] = true
-				up.put(h, buf)
-			}
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
 		}
 		if err != nil {
-			up.wait()
 			return SnapshotInfo{}, nil, fmt.Errorf("snapshot: read %s: %w", dbPath, err)
 		}
 	}
-	uploaded, err := up.wait()
-	if err != nil {
-		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
-	}
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
+
+	// Where the previous snapshot holds each chunk, and which of its
+	// packs stay: those of which at least half is still used.
+	type prevAt struct {
+		pack int
+		off  uint64
+	}
+	held := map[string]prevAt{}
+	keepPack := map[int]bool{}
+	if prev != nil {
+		for _, r := range prev.Runs {
+			off := r[3]
+			for c := r[0]; c < r[0]+r[1]; c++ {
+				held[string(prev.Hashes[c*hashBytes:(c+1)*hashBytes])] = prevAt{int(r[2]), off}
+				off += min(uint64(prev.ChunkBytes), prev.Bytes-c*uint64(prev.ChunkBytes))
+			}
+		}
+		live := make([]uint64, len(prev.Packs))
+		seen := map[string]bool{}
+		for c := range m.chunks() {
+			h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+			if at, ok := held[h]; ok && !seen[h] {
+				seen[h] = true
+				live[at.pack] += m.chunkLen(c)
+			}
+		}
+		for i, p := range prev.Packs {
+			keepPack[i] = live[i]*2 >= p.Bytes
+		}
+	}
+
+	// Pass 2: place every chunk; what no kept pack holds goes into new
+	// packs.
+	var (
+		packOf   = map[int]int{} // previous pack index → this manifest's
+		placed   = map[string]chunkAt{}
+		pack     bytes.Buffer
+		uploaded uint64
+	)
+	flush := func(i int) error {
+		if pack.Len() == 0 {
+			return nil
+		}
+		n, name, err := putPack(pctx, obj, pack.Bytes())
+		if err != nil {
+			return err
+		}
+		uploaded += n
+		m.Packs[i] = packRef{Name: name, Bytes: uint64(pack.Len())}
+		pack.Reset()
+		return nil
+	}
+	open := -1 // index of the pack being filled, -1 when none
+	for c := range m.chunks() {
+		h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+		at, ok := placed[h]
+		if !ok {
+			if p, held := held[h]; held && keepPack[p.pack] {
+				i, mapped := packOf[p.pack]
+				if !mapped {
+					i = len(m.Packs)
+					m.Packs = append(m.Packs, prev.Packs[p.pack])
+					packOf[p.pack] = i
+				}
+				at = chunkAt{i, p.off}
+			} else {
+				if open < 0 {
+					open = len(m.Packs)
+					m.Packs = append(m.Packs, packRef{})
+				}
+				k, err := f.ReadAt(buf, int64(c)*chunkBytes)
+				if k < int(m.chunkLen(c)) {
+					return SnapshotInfo{}, nil, fmt.Errorf("snapshot: read %s: %w", dbPath, err)
+				}
+				at = chunkAt{open, uint64(pack.Len())}
+				pack.Write(buf[:m.chunkLen(c)])
+				if pack.Len() >= packBytes {
+					if err := flush(open); err != nil {
+						return SnapshotInfo{}, nil, err
+					}
+					open = -1
+				}
+			}
+			placed[h] = at
+		}
+		// Extend the last run when this chunk follows it in the same pack.
+		if n := len(m.Runs); n > 0 {
+			r := &m.Runs[n-1]
+			if int(r[2]) == at.pack && r[3]+m.runBytes(*r) == at.off {
+				r[1]++
+				continue
+			}
+		}
+		m.Runs = append(m.Runs, [4]uint64{c, 1, uint64(at.pack), at.off})
+	}
+	if err := flush(open); err != nil {
+		return SnapshotInfo{}, nil, err
+	}
+	if err := m.check(); err != nil {
+		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: built a bad manifest: %w", err)
+	}
+
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return SnapshotInfo{}, nil, err
 	}
-	if prev != nil {
-		// The newest becomes the previous before it is replaced: a
-		// restore that read it keeps its chunks until the next snapshot.
-		if _, err := obj.Put(pctx, jetstream.ObjectMeta{Name: previousName, Description: "orderd's previous snapshot manifest"},
-			bytes.NewReader(prevRaw)); err != nil {
-			return SnapshotInfo{}, nil, fmt.Errorf("snapshot: keep the previous manifest: %w", err)
-		}
-		uploaded += uint64(len(prevRaw))
+	name := fmt.Sprintf("%s%020d-%s", manifestPrefix, seq, nuid.Next())
+	if _, err := obj.Put(pctx, jetstream.ObjectMeta{Name: name, Description: "orderd snapshot manifest"}, bytes.NewReader(raw)); err != nil {
+		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: put the manifest: %w", err)
 	}
 	uploaded += uint64(len(raw))
-	meta := jetstream.ObjectMeta{Name: manifestName, Description: "orderd's newest snapshot manifest",
+	ptr, err := json.Marshal(pointer{Manifest: name, Previous: prevName})
+	if err != nil {
+		return SnapshotInfo{}, nil, err
+	}
+	uploaded += uint64(len(ptr))
+	meta := jetstream.ObjectMeta{Name: pointerName, Description: "orderd's newest snapshot",
 		Headers: nats.Header{
 			headerSeq:      {strconv.FormatUint(m.Seq, 10)},
 			headerTakenAt:  {m.TakenAt.Format(time.RFC3339Nano)},
@@ -268,41 +408,107 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 			headerBytes:    {strconv.FormatUint(m.Bytes, 10)},
 			headerUploaded: {strconv.FormatUint(uploaded, 10)},
 		}}
-	if _, err := obj.Put(pctx, meta, bytes.NewReader(raw)); err != nil {
-		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: put the manifest: %w", err)
+	if _, err := obj.Put(pctx, meta, bytes.NewReader(ptr)); err != nil {
+		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: point to the manifest: %w", err)
 	}
 	si = SnapshotInfo{Seq: m.Seq, TakenAt: m.TakenAt, Node: node, Bytes: m.Bytes, UploadedBytes: uploaded}
-	keep := map[string]bool{}
-	for _, h := range m.Chunks {
-		keep[h] = true
+
+	keep := map[string]bool{pointerName: true, name: true}
+	for _, p := range m.Packs {
+		keep[p.Name] = true
 	}
 	if prev != nil {
-		for _, h := range prev.Chunks {
-			keep[h] = true
+		keep[prevName] = true
+		for _, p := range prev.Packs {
+			keep[p.Name] = true
 		}
 	}
 	_, gcErr = collectGarbage(pctx, obj, keep)
 	return si, gcErr, nil
 }
 
+// chunkLen is the length of chunk c.
+func (m *manifest) chunkLen(c uint64) uint64 {
+	return min(uint64(m.ChunkBytes), m.Bytes-c*uint64(m.ChunkBytes))
+}
+
+// putPack uploads a pack under its SHA-256, unless the store holds it
+// already, and returns the bytes uploaded and its name.
+func putPack(ctx context.Context, obj jetstream.ObjectStore, data []byte) (uint64, string, error) {
+	sum := sha256.Sum256(data)
+	name := packPrefix + hex.EncodeToString(sum[:])
+	if _, err := obj.GetInfo(ctx, name); err == nil {
+		return 0, name, nil
+	} else if !isNotFound(err) {
+		return 0, "", fmt.Errorf("snapshot: %s: %w", name, err)
+	}
+	if _, err := obj.Put(ctx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(data)); err != nil {
+		return 0, "", fmt.Errorf("snapshot: put %s: %w", name, err)
+	}
+	return uint64(len(data)), name, nil
+}
+
+// readLatest reads the newest manifest; none (name "") when there is no
+// snapshot, or only a legacy one, or its manifest is unreadable: the next
+// snapshot then uploads everything.
+func readLatest(ctx context.Context, obj jetstream.ObjectStore) (string, *manifest, error) {
+	raw, err := obj.GetBytes(ctx, pointerName)
+	if isNotFound(err) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("read %s: %w", pointerName, err)
+	}
+	var p pointer
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", nil, nil
+	}
+	m, err := readManifest(ctx, obj, p.Manifest)
+	if isNotFound(err) {
+		return "", nil, nil
+	}
+	var bad *badManifestError
+	if errors.As(err, &bad) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return p.Manifest, m, nil
+}
+
+// badManifestError is a manifest that cannot be used.
+type badManifestError struct {
+	name string
+	err  error
+}
+
+func (e *badManifestError) Error() string {
+	return fmt.Sprintf("snapshot manifest %s: %v", e.name, e.err)
+}
+func (e *badManifestError) Unwrap() error { return e.err }
+
 // readManifest reads and checks the manifest object name.
-func readManifest(ctx context.Context, obj jetstream.ObjectStore, name string) ([]byte, *manifest, error) {
+func readManifest(ctx context.Context, obj jetstream.ObjectStore, name string) (*manifest, error) {
+	if !strings.HasPrefix(name, manifestPrefix) {
+		return nil, &badManifestError{name, errors.New("not a manifest's name")}
+	}
 	raw, err := obj.GetBytes(ctx, name)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("read snapshot manifest %s: %w", name, err)
 	}
 	var m manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, nil, fmt.Errorf("manifest %s: %w", name, err)
+		return nil, &badManifestError{name, err}
 	}
 	if err := m.check(); err != nil {
-		return nil, nil, fmt.Errorf("manifest %s: %w", name, err)
+		return nil, &badManifestError{name, err}
 	}
-	return raw, &m, nil
+	return &m, nil
 }
 
-// collectGarbage removes every chunk not in keep, and the legacy
-// whole-file snapshot, and returns how many objects it removed.
+// collectGarbage removes every pack and manifest not in keep, and the
+// legacy whole-file snapshot, and returns how many objects it removed.
 func collectGarbage(ctx context.Context, obj jetstream.ObjectStore, keep map[string]bool) (int, error) {
 	all, err := obj.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
@@ -314,81 +520,17 @@ func collectGarbage(ctx context.Context, obj jetstream.ObjectStore, keep map[str
 	removed := 0
 	var errs []error
 	for _, oi := range all {
-		h, isChunk := strings.CutPrefix(oi.Name, chunkPrefix)
-		if (isChunk && !keep[h]) || oi.Name == legacyName {
-			if err := obj.Delete(ctx, oi.Name); err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("remove %s: %w", oi.Name, err))
-				continue
-			}
-			removed++
+		ours := strings.HasPrefix(oi.Name, packPrefix) || strings.HasPrefix(oi.Name, manifestPrefix) || oi.Name == legacyName
+		if !ours || keep[oi.Name] {
+			continue
 		}
+		if err := obj.Delete(ctx, oi.Name); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", oi.Name, err))
+			continue
+		}
+		removed++
 	}
 	return removed, errors.Join(errs...)
-}
-
-// uploader puts chunks into the snapshot store, a few at once, each only
-// when the store does not hold it already (a snapshot that failed half-way,
-// or one before the previous, may have left it there).
-type uploader struct {
-	ctx  context.Context
-	obj  jetstream.ObjectStore
-	jobs chan chunkJob
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex
-	uploaded uint64
-	err      error
-}
-
-type chunkJob struct {
-	hash string
-	data []byte
-}
-
-func newUploader(ctx context.Context, obj jetstream.ObjectStore) *uploader {
-	u := &uploader{ctx: ctx, obj: obj, jobs: make(chan chunkJob, transfers)}
-	for range transfers {
-		u.wg.Go(func() {
-			for j := range u.jobs {
-				n, err := u.putOne(j)
-				u.mu.Lock()
-				u.uploaded += n
-				if err != nil && u.err == nil {
-					u.err = err
-				}
-				u.mu.Unlock()
-			}
-		})
-	}
-	return u
-}
-
-func (u *uploader) putOne(j chunkJob) (uint64, error) {
-	u.mu.Lock()
-	failed := u.err != nil
-	u.mu.Unlock()
-	if failed {
-		return 0, nil
-	}
-	name := chunkPrefix + j.hash
-	if _, err := u.obj.GetInfo(u.ctx, name); err == nil {
-		return 0, nil
-	} else if !isNotFound(err) {
-		return 0, fmt.Errorf("chunk %s: %w", j.hash, err)
-	}
-	if _, err := u.obj.Put(u.ctx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(j.data)); err != nil {
-		return 0, fmt.Errorf("put chunk %s: %w", j.hash, err)
-	}
-	return uint64(len(j.data)), nil
-}
-
-func (u *uploader) put(hash string, data []byte) { u.jobs <- chunkJob{hash, data} }
-
-// wait waits for every chunk put so far and returns the bytes uploaded.
-func (u *uploader) wait() (uint64, error) {
-	close(u.jobs)
-	u.wg.Wait()
-	return u.uploaded, u.err
 }
 
 // snapshotLoop takes a snapshot every SnapshotEvery while this node leads
@@ -421,12 +563,14 @@ func (n *Node) snapshotLoop(ctx context.Context) {
 
 // RestoreSnapshot prepares the database file at path for a node that
 // starts on an empty disk: when path does not exist and the snapshot store
-// holds a snapshot, it fetches the newest snapshot's chunks, checks each
-// against its hash, the whole file against the manifest's and the database
-// (store.CheckBackup), and only then puts it at path. A chunk missing or
-// corrupt is an error naming it; nothing is put at path then. It reports
-// what it restored; ok is false when path exists or there is no snapshot
-// (the node then applies the log from its start).
+// holds a snapshot, it fetches the newest one's packs, checks each against
+// its SHA-256, each chunk against the manifest, the whole file against the
+// manifest's SHA-256 and the database itself (store.CheckBackup), and only
+// then puts it at path. A pack missing or corrupt is an error naming it;
+// nothing is put at path then. A whole-file snapshot an older orderd wrote
+// is restored too. It reports what it restored; ok is false when path
+// exists or there is no snapshot (the node then applies the log from its
+// start).
 func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string) (si SnapshotInfo, ok bool, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return SnapshotInfo{}, false, err
@@ -451,9 +595,9 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 	tmp := path + ".restore"
 	os.Remove(tmp)
 	defer os.Remove(tmp)
-	// A snapshot written while this one is fetched keeps the chunks of
-	// the one before it; only a second one can remove chunks this fetch
-	// still needs. It then starts over from the newest.
+	// A snapshot written while this one is fetched keeps the packs of the
+	// one before it; only a second one can remove packs this fetch still
+	// needs. It then starts over from the newest.
 	for attempt := 0; ; attempt++ {
 		oi, err := waitLatest(ctx, obj)
 		if err != nil || oi == nil {
@@ -463,9 +607,9 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 		if oi.Name == legacyName {
 			err = fetchLegacy(ctx, obj, tmp)
 		} else {
-			err = fetchChunked(ctx, obj, oi, tmp)
+			err = fetchChunked(ctx, obj, tmp)
 		}
-		var gone *missingChunkError
+		var gone *missingPackError
 		if errors.As(err, &gone) && attempt < 3 {
 			if now, lerr := latestInfo(ctx, obj); lerr == nil && now != nil && now.NUID != oi.NUID {
 				os.Remove(tmp)
@@ -524,77 +668,81 @@ func fetchLegacy(ctx context.Context, obj jetstream.ObjectStore, tmp string) err
 	return nil
 }
 
-// missingChunkError is a chunk the snapshot store does not hold.
-type missingChunkError struct {
-	index int
-	hash  string
+// missingPackError is a pack the snapshot store does not hold.
+type missingPackError struct {
+	name  string
+	chunk uint64
 	err   error
 }
 
-func (e *missingChunkError) Error() string {
-	return fmt.Sprintf("snapshot chunk %d (%s%s) is missing from the snapshot store: %v", e.index, chunkPrefix, e.hash, e.err)
+func (e *missingPackError) Error() string {
+	return fmt.Sprintf("snapshot pack %s (chunks from %d) is missing from the snapshot store: %v", e.name, e.chunk, e.err)
 }
 
-func (e *missingChunkError) Unwrap() error { return e.err }
+func (e *missingPackError) Unwrap() error { return e.err }
 
-// fetchChunked assembles the snapshot the manifest oi describes at tmp,
-// checking every chunk and the whole file against their hashes.
-func fetchChunked(ctx context.Context, obj jetstream.ObjectStore, oi *jetstream.ObjectInfo, tmp string) error {
+// fetchChunked assembles the newest snapshot at tmp, checking every pack,
+// every chunk and the whole file against their hashes.
+func fetchChunked(ctx context.Context, obj jetstream.ObjectStore, tmp string) error {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	_, m, err := readManifest(dctx, obj, oi.Name)
+	raw, err := obj.GetBytes(dctx, pointerName)
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("snapshot: read %s: %w", pointerName, err)
+	}
+	var p pointer
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("snapshot: %s: %w", pointerName, err)
+	}
+	m, err := readManifest(dctx, obj, p.Manifest)
+	if err != nil {
+		return err
 	}
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	// A chunk that repeats (free pages, say) is fetched once and written
-	// at each of its offsets.
-	at := map[string][]int{}
-	var order []string
-	for i, h := range m.Chunks {
-		if at[h] == nil {
-			order = append(order, h)
-		}
-		at[h] = append(at[h], i)
+	if err := f.Truncate(int64(m.Bytes)); err != nil {
+		return err
 	}
-	jobs := make(chan string)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	runs := make([][][4]uint64, len(m.Packs))
+	for _, r := range m.Runs {
+		runs[r[2]] = append(runs[r[2]], r)
+	}
+	jobs := make(chan int)
+	errs := make(chan error, len(m.Packs))
 	fctx, stop := context.WithCancel(dctx)
 	defer stop()
+	var wg sync.WaitGroup
 	for range transfers {
 		wg.Go(func() {
-			for h := range jobs {
-				if err := fetchChunk(fctx, obj, m, f, h, at[h]); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
+			for i := range jobs {
+				if err := fetchPack(fctx, obj, m, f, m.Packs[i], runs[i]); err != nil {
+					errs <- err
 					stop()
 				}
 			}
 		})
 	}
 send:
-	for _, h := range order {
+	for i := range m.Packs {
+		if len(runs[i]) == 0 {
+			continue
+		}
 		select {
-		case jobs <- h:
+		case jobs <- i:
 		case <-fctx.Done():
 			break send
 		}
 	}
 	close(jobs)
 	wg.Wait()
-	if len(errs) > 0 {
-		// The first error names the chunk; the others are mostly the
-		// cancellation it caused.
-		return errs[0]
+	close(errs)
+	// The first error names a pack; the others are mostly the
+	// cancellation it caused.
+	if err := <-errs; err != nil {
+		return err
 	}
 	if err := dctx.Err(); err != nil {
 		return fmt.Errorf("fetch snapshot: %w", err)
@@ -603,36 +751,41 @@ send:
 		return err
 	}
 	whole := sha256.New()
-	if n, err := io.Copy(whole, f); err != nil {
+	if _, err := io.Copy(whole, f); err != nil {
 		return err
-	} else if uint64(n) != m.Bytes {
-		return fmt.Errorf("snapshot: assembled %d bytes, the manifest says %d", n, m.Bytes)
 	}
 	if got := hex.EncodeToString(whole.Sum(nil)); got != m.SHA256 {
-		return fmt.Errorf("snapshot: the assembled database hashes to %s, the manifest says %s", got, m.SHA256)
+		return fmt.Errorf("snapshot: the assembled database hashes to %s, manifest %s says %s", got, p.Manifest, m.SHA256)
 	}
 	return f.Sync()
 }
 
-// fetchChunk fetches chunk h, checks it and writes it at the offsets of
-// chunks idx.
-func fetchChunk(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *os.File, h string, idx []int) error {
-	data, err := obj.GetBytes(ctx, chunkPrefix+h)
+// fetchPack fetches pack p, checks it against its name, and writes the
+// runs of chunks it holds, each chunk checked against the manifest.
+func fetchPack(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *os.File, p packRef, runs [][4]uint64) error {
+	data, err := obj.GetBytes(ctx, p.Name)
 	if isNotFound(err) {
-		return &missingChunkError{index: idx[0], hash: h, err: err}
+		return &missingPackError{name: p.Name, chunk: runs[0][0], err: err}
 	}
 	if err != nil {
-		return fmt.Errorf("snapshot chunk %d (%s%s): %w", idx[0], chunkPrefix, h, err)
+		return fmt.Errorf("snapshot pack %s: %w", p.Name, err)
 	}
 	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != h {
-		return fmt.Errorf("snapshot chunk %d (%s%s) is corrupt: its %d bytes hash to %s", idx[0], chunkPrefix, h, len(data), got)
+	if got := packPrefix + hex.EncodeToString(sum[:]); got != p.Name || uint64(len(data)) != p.Bytes {
+		return fmt.Errorf("snapshot pack %s (chunks from %d) is corrupt: its %d bytes (the manifest says %d) hash to %s",
+			p.Name, runs[0][0], len(data), p.Bytes, strings.TrimPrefix(got, packPrefix))
 	}
-	for _, i := range idx {
-		if len(data) != m.chunkLen(i) {
-			return fmt.Errorf("snapshot chunk %d (%s%s) is corrupt: %d bytes, the manifest needs %d there", i, chunkPrefix, h, len(data), m.chunkLen(i))
+	for _, r := range runs {
+		off := r[3]
+		for c := r[0]; c < r[0]+r[1]; c++ {
+			chunk := data[off : off+m.chunkLen(c)]
+			sum := sha256.Sum256(chunk)
+			if !bytes.Equal(sum[:hashBytes], m.Hashes[c*hashBytes:(c+1)*hashBytes]) {
+				return fmt.Errorf("snapshot chunk %d (in pack %s at %d) is corrupt: its hash is not the manifest's", c, p.Name, off)
+			}
+			off += uint64(len(chunk))
 		}
-		if _, err := f.WriteAt(data, int64(i)*int64(m.ChunkBytes)); err != nil {
+		if _, err := f.WriteAt(data[r[3]:off], int64(r[0])*int64(m.ChunkBytes)); err != nil {
 			return err
 		}
 	}
