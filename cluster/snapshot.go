@@ -477,6 +477,23 @@ func readLatest(ctx context.Context, obj jetstream.ObjectStore) (string, *manife
 	return p.Manifest, m, nil
 }
 
+// getNamed reads an object another object names, so it should exist: a
+// read may be answered by a replica that lags the write by moments, and
+// "not found" is believed only after a few tries over about two seconds.
+func getNamed(ctx context.Context, obj jetstream.ObjectStore, name string) ([]byte, error) {
+	for try := 1; ; try++ {
+		data, err := obj.GetBytes(ctx, name)
+		if !isNotFound(err) || try == 5 {
+			return data, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
+}
+
 // badManifestError is a manifest that cannot be used.
 type badManifestError struct {
 	name string
@@ -493,7 +510,7 @@ func readManifest(ctx context.Context, obj jetstream.ObjectStore, name string) (
 	if !strings.HasPrefix(name, manifestPrefix) {
 		return nil, &badManifestError{name, errors.New("not a manifest's name")}
 	}
-	raw, err := obj.GetBytes(ctx, name)
+	raw, err := getNamed(ctx, obj, name)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot manifest %s: %w", name, err)
 	}
@@ -763,7 +780,7 @@ send:
 // fetchPack fetches pack p, checks it against its name, and writes the
 // runs of chunks it holds, each chunk checked against the manifest.
 func fetchPack(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *os.File, p packRef, runs [][4]uint64) error {
-	data, err := obj.GetBytes(ctx, p.Name)
+	data, err := getNamed(ctx, obj, p.Name)
 	if isNotFound(err) {
 		return &missingPackError{name: p.Name, chunk: runs[0][0], err: err}
 	}
