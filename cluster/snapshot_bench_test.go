@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -141,8 +142,17 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	f.FullTook, f.FullBytes = time.Since(start), oi.Size
 	os.Remove(full)
 	start = time.Now()
-	if err := whole.GetFile(ctx, "orderd.db", full); err != nil {
-		tb.Fatal(err)
+	// A replica may answer a moment behind the write.
+	for try := 0; ; try++ {
+		err := whole.GetFile(ctx, "orderd.db", full)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrObjectNotFound) || try == 10 {
+			tb.Fatal(err)
+		}
+		os.Remove(full)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if _, err := store.CheckBackup(ctx, full); err != nil {
 		tb.Fatal(err)
@@ -226,7 +236,7 @@ func (f snapshotFigures) log(tb testing.TB) {
 // a snapshot after 1 % more orders uploads a small part of the database,
 // and an empty disk restores the same database.
 func TestSnapshot_smallScale(t *testing.T) {
-	f := runSnapshotScenario(t, 3000, 2*time.Second)
+	f := runSnapshotScenario(t, 2000, time.Second)
 	f.log(t)
 	if f.RestDigest != f.SourceDigest {
 		t.Fatalf("restored digest %s, source %s", f.RestDigest, f.SourceDigest)
@@ -234,8 +244,10 @@ func TestSnapshot_smallScale(t *testing.T) {
 	if f.FirstUploaded < f.DBBytes/2 {
 		t.Errorf("the first snapshot uploaded %d of %d bytes: it should upload (nearly) all", f.FirstUploaded, f.DBBytes)
 	}
-	if f.IncUploaded*3 > f.DBBytes {
-		t.Errorf("after 1%% more orders a snapshot uploaded %d of %d bytes, want at most a third", f.IncUploaded, f.DBBytes)
+	// The acceptance is at most a tenth at 300,000 orders (make
+	// bench-snapshot); a small database has fewer pages per change.
+	if f.IncUploaded*5 > f.DBBytes {
+		t.Errorf("after 1%% more orders a snapshot uploaded %d of %d bytes, want at most a fifth", f.IncUploaded, f.DBBytes)
 	}
 }
 
