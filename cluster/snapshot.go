@@ -56,8 +56,9 @@ const (
 	// chunkBytes is the unit of change: SQLite's default page.
 	chunkBytes = 4096
 	// hashBytes of each chunk's SHA-256 are in the manifest: enough to
-	// tell changed chunks apart (a collision would be caught by the whole
-	// file's SHA-256 at restore, never restored silently).
+	// tell changed chunks apart (a collision would be caught at restore
+	// by the manifest's SHA-256 over the chunks' whole SHA-256s, never
+	// restored silently).
 	hashBytes = 16
 	// packBytes is the size a pack is closed at.
 	packBytes = 8 << 20
@@ -102,7 +103,9 @@ type manifest struct {
 	Node       string    `json:"node"`
 	Bytes      uint64    `json:"bytes"`
 	ChunkBytes int       `json:"chunkBytes"`
-	// SHA256 is the whole file's hash, checked after assembly.
+	// SHA256 is the SHA-256 over every chunk's SHA-256 in file order:
+	// the whole file's fingerprint, checked after assembly, at the cost
+	// of hashing each byte once.
 	SHA256 string `json:"sha256"`
 	// Hashes holds hashBytes of each chunk's SHA-256, in file order.
 	Hashes []byte `json:"hashes"`
@@ -271,8 +274,8 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	for {
 		k, err := io.ReadFull(f, buf)
 		if k > 0 {
-			whole.Write(buf[:k])
 			sum := sha256.Sum256(buf[:k])
+			whole.Write(sum[:])
 			m.Hashes = append(m.Hashes, sum[:hashBytes]...)
 			m.Bytes += uint64(k)
 		}
@@ -312,6 +315,18 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 		}
 		for i, p := range prev.Packs {
 			keepPack[i] = live[i]*2 >= p.Bytes
+			if !keepPack[i] {
+				continue
+			}
+			// A pack is used again only if it is there: a deposed leader's
+			// clean-up racing this node's snapshot may have removed it,
+			// and the snapshot after that heals by uploading it anew.
+			_, err := obj.GetInfo(pctx, p.Name)
+			if isNotFound(err) {
+				keepPack[i] = false
+			} else if err != nil {
+				return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %s: %w", p.Name, err)
+			}
 		}
 	}
 
@@ -723,6 +738,9 @@ func fetchChunked(ctx context.Context, obj jetstream.ObjectStore, tmp string) er
 	if err := f.Truncate(int64(m.Bytes)); err != nil {
 		return err
 	}
+	// Each chunk's SHA-256, for the manifest's over all of them; every
+	// chunk is written by one fetch, so the fetches share it unlocked.
+	sums := make([][sha256.Size]byte, m.chunks())
 	runs := make([][][4]uint64, len(m.Packs))
 	for _, r := range m.Runs {
 		runs[r[2]] = append(runs[r[2]], r)
@@ -735,7 +753,7 @@ func fetchChunked(ctx context.Context, obj jetstream.ObjectStore, tmp string) er
 	for range transfers {
 		wg.Go(func() {
 			for i := range jobs {
-				if err := fetchPack(fctx, obj, m, f, m.Packs[i], runs[i]); err != nil {
+				if err := fetchPack(fctx, obj, m, f, m.Packs[i], runs[i], sums); err != nil {
 					errs <- err
 					stop()
 				}
@@ -764,22 +782,19 @@ send:
 	if err := dctx.Err(); err != nil {
 		return fmt.Errorf("fetch snapshot: %w", err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
 	whole := sha256.New()
-	if _, err := io.Copy(whole, f); err != nil {
-		return err
+	for c := range m.chunks() {
+		whole.Write(sums[c][:])
 	}
 	if got := hex.EncodeToString(whole.Sum(nil)); got != m.SHA256 {
-		return fmt.Errorf("snapshot: the assembled database hashes to %s, manifest %s says %s", got, p.Manifest, m.SHA256)
+		return fmt.Errorf("snapshot: the assembled database's chunks hash to %s, manifest %s says %s", got, p.Manifest, m.SHA256)
 	}
 	return f.Sync()
 }
 
 // fetchPack fetches pack p, checks it against its name, and writes the
 // runs of chunks it holds, each chunk checked against the manifest.
-func fetchPack(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *os.File, p packRef, runs [][4]uint64) error {
+func fetchPack(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *os.File, p packRef, runs [][4]uint64, sums [][sha256.Size]byte) error {
 	data, err := getNamed(ctx, obj, p.Name)
 	if isNotFound(err) {
 		return &missingPackError{name: p.Name, chunk: runs[0][0], err: err}
@@ -797,6 +812,7 @@ func fetchPack(ctx context.Context, obj jetstream.ObjectStore, m *manifest, f *o
 		for c := r[0]; c < r[0]+r[1]; c++ {
 			chunk := data[off : off+m.chunkLen(c)]
 			sum := sha256.Sum256(chunk)
+			sums[c] = sum
 			if !bytes.Equal(sum[:hashBytes], m.Hashes[c*hashBytes:(c+1)*hashBytes]) {
 				return fmt.Errorf("snapshot chunk %d (in pack %s at %d) is corrupt: its hash is not the manifest's", c, p.Name, off)
 			}

@@ -28,13 +28,15 @@ type snapshotFigures struct {
 	DBBytes uint64
 	// Full* is the whole-file snapshot (VACUUM INTO, one object), as
 	// orderd wrote before chunks.
-	FullBytes                uint64
-	FullTook, FullRestore    time.Duration
-	FullErr                  error
-	FirstUploaded            uint64
-	FirstTook                time.Duration
-	IncUploaded              uint64
-	IncTook                  time.Duration
+	FullBytes             uint64
+	FullTook, FullRestore time.Duration
+	FullErr               error
+	FirstUploaded         uint64
+	FirstTook             time.Duration
+	IncUploaded           uint64
+	IncTook               time.Duration
+	// CopyTook is the page-preserving copy of the last snapshot.
+	CopyTook                 time.Duration
 	Restore                  time.Duration
 	P99Without, P99During    time.Duration
 	LoadWithout, LoadDuring  int
@@ -133,9 +135,11 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	snap := func() cluster.SnapshotInfo {
 		tmp := filepath.Join(dir, "snapshot-"+randomID())
 		defer os.Remove(tmp)
+		t0 := time.Now()
 		if err := st.Copy(ctx, tmp); err != nil {
 			tb.Fatal(err)
 		}
+		f.CopyTook = time.Since(t0)
 		si, err := cluster.PutSnapshot(ctx, obj, tmp, "bench")
 		if err != nil {
 			tb.Fatal(err)
@@ -241,6 +245,7 @@ func (f snapshotFigures) log(tb testing.TB) {
 	tb.Logf("first chunked snapshot: %d bytes uploaded in %s", f.FirstUploaded, f.FirstTook.Round(time.Millisecond))
 	tb.Logf("after 1%% more orders: %d bytes uploaded (%.2f%% of the database) in %s", f.IncUploaded,
 		100*float64(f.IncUploaded)/float64(f.DBBytes), f.IncTook.Round(time.Millisecond))
+	tb.Logf("the last snapshot's copy of the database took %s", f.CopyTook.Round(time.Millisecond))
 	tb.Logf("restore onto an empty disk: %s", f.Restore.Round(time.Millisecond))
 	tb.Logf("webhook apply p99 at %d/s: %s without a snapshot (%d applies), %s during one (%d applies)",
 		loadRate, f.P99Without.Round(10*time.Microsecond), f.LoadWithout, f.P99During.Round(10*time.Microsecond), f.LoadDuring)
