@@ -121,9 +121,12 @@ bench-snapshot:
 vulncheck:
 	@GO=$(GO) .ci/vulncheck
 
-## sandbox: orderd on loopback with a fake provider and demo traffic.
-sandbox:
-	$(GO) run ./cmd/orderd sandbox
+## sandbox: orderd on loopback with a fake provider and demo traffic. The
+## built binary runs in make's place (exec), so Ctrl-C or kill -INT of its
+## pid (the banner prints it) stops it cleanly; go run would swallow the
+## signal. SANDBOX_FLAGS passes flags on (SANDBOX_FLAGS=-cluster).
+sandbox: build
+	exec bin/orderd sandbox $(SANDBOX_FLAGS)
 
 ## build: bin/orderd with the version and commit stamped in.
 build:
@@ -133,7 +136,7 @@ build:
 ## the example config (config.yaml only when there is none), the docs and
 ## examples; then daemon-reload where systemd runs, and the next steps.
 install: build
-	@DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' UNITDIR='$(UNITDIR)' packaging/install.sh bin/orderd
+	@GO=$(GO) DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' UNITDIR='$(UNITDIR)' packaging/install.sh bin/orderd
 
 ## deb: dist/orderd_<version>_<arch>.deb with dpkg-deb: the same layout
 ## under /usr, a static binary, maintainer scripts in packaging/deb/.

@@ -100,7 +100,7 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 		}
 		if has {
 			return nil, fmt.Errorf("cluster: the database at store.path holds records but has applied no entry of the log %s: "+
-				"it was written in single-node mode, and replicated mode does not import one (README, Running replicated); "+
+				"it was written in single-node mode, and replicated mode does not import one (docs/replicated-mode.md, Snapshots, backups and restores); "+
 				"start this instance on an empty disk (move the file away with its -wal and -shm files), or run it in single-node mode",
 				n.cfg.LogStream)
 		}
@@ -123,7 +123,7 @@ func (n *Node) checkAssets(ctx context.Context, applied uint64) error {
 		return fmt.Errorf("cluster: lease bucket %s: %w", n.cfg.leaseBucket(), err)
 	}
 	if st.TTL() != n.cfg.LeaseTTL {
-		return fmt.Errorf("cluster: cluster.lease_ttl is %s but the lease bucket %s was created with %s: give every instance the same value (README, Running replicated)",
+		return fmt.Errorf("cluster: cluster.lease_ttl is %s but the lease bucket %s was created with %s: give every instance the same value (docs/replicated-mode.md, What to deploy)",
 			n.cfg.LeaseTTL, n.cfg.leaseBucket(), st.TTL())
 	}
 	info, err := n.stream.Info(ctx)
