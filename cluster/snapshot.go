@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -271,8 +272,9 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	// Pass 1: the chunks' hashes and the file's.
 	whole := sha256.New()
 	buf := make([]byte, chunkBytes)
+	r := bufio.NewReaderSize(f, 1<<20)
 	for {
-		k, err := io.ReadFull(f, buf)
+		k, err := io.ReadFull(r, buf)
 		if k > 0 {
 			sum := sha256.Sum256(buf[:k])
 			whole.Write(sum[:])
@@ -641,8 +643,8 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 		} else {
 			err = fetchChunked(ctx, obj, tmp)
 		}
-		var gone *missingPackError
-		if errors.As(err, &gone) && attempt < 3 {
+		// A pack or the manifest itself gone.
+		if isNotFound(err) && attempt < 3 {
 			if now, lerr := latestInfo(ctx, obj); lerr == nil && now != nil && now.NUID != oi.NUID {
 				os.Remove(tmp)
 				continue
