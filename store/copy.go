@@ -26,14 +26,7 @@ type backuper interface {
 // meanwhile (WAL), and the copy holds the applied log sequence of that
 // snapshot.
 func (s *Store) Copy(ctx context.Context, path string) (err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("copy: %s exists", path)
-	}
-	if err != nil {
-		return fmt.Errorf("copy: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := createNewPrivate(path); err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
 	defer func() {
@@ -72,4 +65,18 @@ func (s *Store) Copy(ctx context.Context, path string) (err error) {
 		return fmt.Errorf("copy to %s: %w", path, err)
 	}
 	return nil
+}
+
+// createNewPrivate creates path empty and private (0600), refusing a
+// file that exists: a copy of the database holds the same customer data,
+// and never replaces another file.
+func createNewPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists", path)
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
