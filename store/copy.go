@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 )
 
-// backuper is what modernc.org/sqlite's driver connection offers for
-// SQLite's online backup API.
-type backuper interface {
-	NewBackup(dstURI string) (*sqlite.Backup, error)
+// restorer is what modernc.org/sqlite's driver connection offers for
+// SQLite's online backup API into it.
+type restorer interface {
+	NewRestore(srcURI string) (*sqlite.Backup, error)
 }
 
 // Copy writes a consistent copy of the database to path, which must not
@@ -24,7 +26,8 @@ type backuper interface {
 // both, so a snapshot can upload only the parts that changed. The copy
 // reads one snapshot of the database in a single step: writers go on
 // meanwhile (WAL), and the copy holds the applied log sequence of that
-// snapshot.
+// snapshot. The copy is not synced to disk: it is for reading at once
+// (a snapshot's upload), not a backup to keep; Backup is.
 func (s *Store) Copy(ctx context.Context, path string) (err error) {
 	if err := createNewPrivate(path); err != nil {
 		return fmt.Errorf("copy: %w", err)
@@ -34,24 +37,44 @@ func (s *Store) Copy(ctx context.Context, path string) (err error) {
 			os.Remove(path)
 		}
 	}()
-	// A read-only connection of its own: the read pool's connections are
-	// shared with requests, and a step of the whole database holds one.
-	db, err := sql.Open("sqlite", pathDSN(s.path, fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)", busyTimeoutMillis)))
+	for try := 1; ; try++ {
+		err = s.copyTo(ctx, path)
+		// The reading connection has no busy timeout (the backup API
+		// opens it); a read lock is refused only for a moment, while the
+		// writer resets the WAL.
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || try == 5 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
-		return fmt.Errorf("copy: %w", err)
+		return fmt.Errorf("copy to %s: %w", path, err)
+	}
+	return nil
+}
+
+// copyTo is one attempt of Copy into the existing file at path.
+func (s *Store) copyTo(ctx context.Context, path string) error {
+	// The copy is a scratch file, read once and removed: written with no
+	// journal and no fsync, so it does not put the whole database through
+	// the disk queue the writer's commits wait in.
+	db, err := sql.Open("sqlite", pathDSN(path, "_pragma=journal_mode(OFF)&_pragma=synchronous(OFF)"))
+	if err != nil {
+		return err
 	}
 	defer db.Close()
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("copy: %w", err)
+		return err
 	}
 	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		b, ok := dc.(backuper)
+	return conn.Raw(func(dc any) error {
+		r, ok := dc.(restorer)
 		if !ok {
 			return fmt.Errorf("the sqlite driver's connection (%T) offers no backup", dc)
 		}
-		bk, err := b.NewBackup(pathDSN(path, ""))
+		// The database is read through a read-only connection of its own.
+		bk, err := r.NewRestore(pathDSN(s.path, "mode=ro"))
 		if err != nil {
 			return err
 		}
@@ -61,10 +84,6 @@ func (s *Store) Copy(ctx context.Context, path string) (err error) {
 		_, stepErr := bk.Step(-1)
 		return errors.Join(stepErr, bk.Finish())
 	})
-	if err != nil {
-		return fmt.Errorf("copy to %s: %w", path, err)
-	}
-	return nil
 }
 
 // createNewPrivate creates path empty and private (0600), refusing a
