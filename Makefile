@@ -32,7 +32,8 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-scale vulncheck rules-test
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-snapshot bench-scale vulncheck rules-test \
+	node-deps asyncapi-check consumers-check
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -60,6 +61,25 @@ systemd-verify: build
 ## metric names against a running orderd.
 rules-test:
 	cd monitoring && promtool check rules *.rules.yml && promtool test rules orderd.rules.test.yml
+
+## node-deps: node and npm, for the AsyncAPI check and the Node consumer
+## (from Debian when either is missing).
+node-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || .ci/install-deps nodejs:node npm:npm
+
+## asyncapi-check: api/asyncapi.yaml validated by the AsyncAPI project's own
+## parser (@asyncapi/parser, pinned by api/asyncapi-check/package-lock.json;
+## install scripts are not run).
+asyncapi-check: node-deps
+	cd api/asyncapi-check && npm ci --no-audit --no-fund --ignore-scripts && node check.mjs ../asyncapi.yaml
+
+## consumers-check: the example consumers (examples/consumers/go and
+## examples/consumers/node, npm ci from its lockfile) against "orderd
+## sandbox", each crashed once midway and started again: every event handled
+## exactly once, in order per order (test/consumers; about 20s).
+consumers-check: node-deps
+	$(GO) vet -tags consumers ./test/consumers/
+	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck
@@ -106,6 +126,15 @@ bench-daemon: deps build
 ## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N adjust it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
+
+## bench-snapshot: snapshots on a database of SNAPSHOT_ORDERS orders (default
+## 300,000, built through the store's write path) on three embedded NATS
+## nodes (R3, fsync always): a whole-file snapshot and its restore beside the
+## first chunked snapshot, the one after 1 % more orders, its restore onto an
+## empty disk, and webhook p99 with and without a snapshot running.
+SNAPSHOT_ORDERS ?= 300000
+bench-snapshot:
+	$(GO) test -run '^$$' -bench '^BenchmarkSnapshot$$' -benchtime 1x -timeout 60m ./cluster/ -args -snapshot.orders=$(SNAPSHOT_ORDERS)
 
 ## bench-scale: a database of SIZE orders (default 1,000,000) created over
 ## DAYS days (default 30), built through the store's write path (a

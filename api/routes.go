@@ -27,6 +27,7 @@ func (s *server) routes() []route {
 		{Method: "GET", Pattern: "/readyz", Public: true, Handler: hf(s.handleReadyz)},
 		{Method: "GET", Pattern: "/metrics", Public: true, Handler: s.metricsHandler()},
 		{Method: "GET", Pattern: "/v1/openapi.json", Handler: hf(s.handleOpenAPI)},
+		{Method: "GET", Pattern: "/v1/asyncapi.yaml", Handler: hf(s.handleAsyncAPI)},
 
 		{Method: "GET", Pattern: "/v1/orders", Handler: hf(s.handleListOrders)},
 		{Method: "GET", Pattern: "/v1/orders/{merchantOrderId}", Handler: hf(s.handleGetOrder)},
@@ -40,6 +41,7 @@ func (s *server) routes() []route {
 		{Method: "POST", Pattern: "/v1/requisites/deactivate", Handler: hf(s.handleRequisiteDeactivate)},
 		{Method: "POST", Pattern: "/v1/watch", Handler: hf(s.handleWatch)},
 		{Method: "POST", Pattern: "/v1/outbox/resend", Handler: hf(s.handleOutboxResend)},
+		{Method: "POST", Pattern: "/v1/findings/{id}", Handler: hf(s.handleFindingAction)},
 	}
 	if h := s.deps.Reports; h != nil {
 		rs = append(rs, route{Method: "GET", Pattern: "/v1/reports/reconciliation", Handler: h})

@@ -12,6 +12,10 @@ type metrics struct {
 	appendErrors   prometheus.Counter
 	applyErrors    prometheus.Counter
 	snapshotErrors prometheus.Counter
+	// snapshotUploaded counts what snapshots wrote to the snapshot
+	// store, against orderd_snapshot_seq's database: the cost of
+	// snapshots as the database grows.
+	snapshotUploaded prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,9 +37,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Failed attempts to apply a log entry to the local database (retried)."}),
 		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_errors_total",
 			Help: "Snapshots the leader failed to write."}),
+		snapshotUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_uploaded_bytes_total",
+			Help: "Bytes this instance's snapshots wrote to the snapshot store (changed chunks and manifests)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors)
+		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors, m.snapshotUploaded)
 	}
 	return m
 }

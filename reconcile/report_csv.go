@@ -31,6 +31,9 @@ var CSVSummaryHeader = []string{
 	"starting_balance", "starting_balance_at", "ending_balance", "ending_balance_at",
 	"actual_movement", "expected_movement", "drift", "drift_explained", "drift_unexplained",
 	"balance_comparisons", "comparisons_out_of_tolerance",
+	// The verdict (verdict.go).
+	"verdict", "bridge_opening", "bridge_payins", "bridge_payouts", "bridge_refunds", "bridge_fees",
+	"bridge_other", "bridge_expected_closing", "bridge_closing", "bridge_residual", "breaks", "break_kinds",
 }
 
 // csvLineText and csvSummaryText mark the text columns of each CSV: the
@@ -40,9 +43,20 @@ var CSVSummaryHeader = []string{
 // with anything a spreadsheet reads as a formula but a minus sign, and a
 // negative amount must stay a number.
 var (
-	csvLineText    = []bool{true, true, true, true, true, false, false, false, true, false, true, false, true, false, true, true, true, false, true}
-	csvSummaryText = []bool{true}
+	csvLineText = textColumns(CSVLineHeader, "order_id", "merchant_order_id", "type", "status", "membership",
+		"authorized_currency", "merchant_currency", "fee_currency", "refunded_currency", "learned_via", "open_findings",
+		"requested_currency")
+	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds")
 )
+
+// textColumns marks the columns of header that names names.
+func textColumns(header []string, names ...string) []bool {
+	text := make([]bool, len(header))
+	for i, h := range header {
+		text[i] = slices.Contains(names, h)
+	}
+	return text
+}
 
 // csvGuardedColumn is the last column of the summary when the formula
 // guard is on: the report says that its text cells may carry a leading '.
@@ -69,9 +83,11 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	lw := newCSVWriter(lines, r.csvGuard, csvLineText)
 	lw.record(CSVLineHeader)
 	t := newTotals()
+	fl := flagged{}
 	rec := make([]string, len(CSVLineHeader))
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
+		fl.add(l)
 		csvLine(rec, l)
 		return lw.record(rec)
 	})
@@ -79,6 +95,10 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		return fmt.Errorf("write csv: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	vs, err := rp.verdicts(ctx, cur, fl)
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
@@ -98,7 +118,7 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	}
 	sw.record(header)
 	for _, c := range cur {
-		rec := csvSummary(c)
+		rec := append(csvSummary(c), csvVerdict(c, vs[c.Currency])...)
 		if r.csvGuard {
 			rec = append(rec, "true")
 		}
@@ -227,7 +247,7 @@ func csvSummary(c *CurrencyTotals) []string {
 	}
 	b := c.Balance
 	if b == nil {
-		return append(rec, make([]string, len(CSVSummaryHeader)-len(rec))...)
+		return append(rec, make([]string, len(CSVSummaryHeader)-len(csvVerdictHeader)-len(rec))...)
 	}
 	opt := func(d *decimal.Decimal) string {
 		if d == nil {

@@ -198,6 +198,23 @@ func (c ClusterConfig) NodeName() string {
 	return h
 }
 
+// EventSchemaURL is the URL every event's dataschema starts with:
+// publish.schema_url when set, else the AsyncAPI document on this
+// instance's admin listener (loopback when it listens on every address).
+func (c *Config) EventSchemaURL() string {
+	if c.Publish.SchemaURL != "" {
+		return c.Publish.SchemaURL
+	}
+	host, port, err := net.SplitHostPort(c.Admin.Listen)
+	if err != nil {
+		return publish.DefaultSchemaURL
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1" // listening everywhere: loopback reaches it
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/v1/asyncapi.yaml"
+}
+
 // EventReplicas is the events stream's replica count: nats.replicas when
 // set, else cluster.replicas in replicated mode, else 1.
 func (c *Config) EventReplicas() int {
@@ -232,6 +249,12 @@ type PublishConfig struct {
 	// Batch is how many outbox rows the relay reads and marks at once.
 	Batch          int           `yaml:"batch"`
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	// SchemaURL is where consumers fetch the AsyncAPI document of the
+	// events: each event's dataschema is it plus a fragment naming its
+	// data's schema. Empty: this instance's admin listener
+	// (EventSchemaURL). Replicated instances should share one value, so
+	// that an event names the same schema whichever instance published it.
+	SchemaURL string `yaml:"schema_url"`
 }
 
 // ReconcileConfig is the reconciler.
@@ -247,6 +270,11 @@ type ReconcileConfig struct {
 	// DriftTolerance is per lowercase currency; a currency not listed has
 	// tolerance zero. See DriftToleranceFor.
 	DriftTolerance map[string]decimal.Decimal `yaml:"drift_tolerance"`
+	// DriftGrace is how many consecutive balance checks must leave an
+	// amount unexplained before a balance_drift finding opens: a movement
+	// the provider has made but orderd has not heard of yet explains itself
+	// by the next check, and must not page finance.
+	DriftGrace int `yaml:"drift_grace"`
 	// UnresolvedAfter is how long an in-doubt creation may stay unsettled
 	// before it becomes an unresolved_creation finding.
 	UnresolvedAfter time.Duration `yaml:"unresolved_after"`
@@ -338,6 +366,7 @@ func DefaultConfig() *Config {
 			},
 			Concurrency:     4,
 			DriftTolerance:  map[string]decimal.Decimal{},
+			DriftGrace:      2,
 			UnresolvedAfter: time.Hour,
 			BackoffBase:     time.Minute,
 			BackoffMax:      time.Hour,
@@ -887,6 +916,11 @@ func (c *Config) validate(use configUse) error {
 		add("publish.batch", "must be at least 1 (got %d)", c.Publish.Batch)
 	}
 	positive("publish.publish_timeout", c.Publish.PublishTimeout)
+	if c.Publish.SchemaURL != "" {
+		if err := publish.ValidateSchemaURL(c.Publish.SchemaURL); err != nil {
+			add("publish.schema_url", "%v", err)
+		}
+	}
 
 	// reconcile
 	rc := c.Reconcile
@@ -922,6 +956,9 @@ func (c *Config) validate(use configUse) error {
 		if rc.DriftTolerance[cur].IsNegative() {
 			add(key, "must not be negative (got %s)", rc.DriftTolerance[cur])
 		}
+	}
+	if rc.DriftGrace < 1 {
+		add("reconcile.drift_grace", "must be at least 1 (got %d)", rc.DriftGrace)
 	}
 	positive("reconcile.unresolved_after", rc.UnresolvedAfter)
 	positive("reconcile.backoff_base", rc.BackoffBase)

@@ -56,6 +56,7 @@ func TestParseConfig_Defaults(t *testing.T) {
 		{"nats.duplicate_window", d.NATS.DuplicateWindow, 20 * time.Minute},
 		{"reconcile.doubt_min_age", d.Reconcile.DoubtMinAge, time.Minute},
 		{"reconcile.boundary_window", d.Reconcile.BoundaryWindow, 10 * time.Second},
+		{"reconcile.drift_grace", d.Reconcile.DriftGrace, 2},
 		{"reconcile.schedules", d.Reconcile.Schedules, Schedules{"@every 1m", "@every 30s", "@every 15m", "@every 5m", "0 1 * * *"}},
 		{"log.level", d.Log.Level, "info"},
 	} {
@@ -277,6 +278,7 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "give_up_after not above stale_after", extra: "reconcile:\n  give_up_after: 5m", want: "reconcile.give_up_after: 5m0s must be longer than reconcile.stale_after (5m0s)"},
 		{name: "zero concurrency", extra: "reconcile:\n  concurrency: 0", want: "reconcile.concurrency: must be at least 1 (got 0)"},
 		{name: "backoff_max below backoff_base", extra: "reconcile:\n  backoff_base: 10m\n  backoff_max: 1m", want: "reconcile.backoff_max: 1m0s is below reconcile.backoff_base 10m0s"},
+		{name: "drift grace below one", extra: "reconcile:\n  drift_grace: 0", want: "reconcile.drift_grace: must be at least 1 (got 0)"},
 		{name: "negative drift tolerance", extra: "reconcile:\n  drift_tolerance:\n    usd: \"-0.01\"", want: "reconcile.drift_tolerance.usd: must not be negative (got -0.01)"},
 		{name: "subject prefix with a dot", extra: "nats:\n  subject_prefix: acme.orderd", want: `nats.subject_prefix: "acme.orderd" is not one subject token`},
 		{name: "subject prefix with a wildcard", extra: "nats:\n  subject_prefix: \"*\"", want: `nats.subject_prefix: "*" is not one subject token`},
@@ -291,6 +293,9 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "max_age below the duplicate window", extra: "nats:\n  max_age: 10m", want: "nats.max_age: 10m0s is shorter than nats.duplicate_window (20m0s)"},
 		{name: "stream larger than the embedded store", extra: "nats:\n  max_bytes: 2GiB", want: "nats.max_bytes: 2GiB exceeds nats.embedded.max_store (1GiB)"},
 		{name: "zero batch", extra: "publish:\n  batch: 0", want: "publish.batch: must be at least 1 (got 0)"},
+		{name: "relative schema url", extra: "publish:\n  schema_url: /v1/asyncapi.yaml", want: `publish.schema_url: schema URL "/v1/asyncapi.yaml" is not absolute`},
+		{name: "schema url with a fragment", extra: "publish:\n  schema_url: https://x.example/a.yaml#/c", want: `publish.schema_url: schema URL "https://x.example/a.yaml#/c" has a fragment`},
+		{name: "schema url", extra: "publish:\n  schema_url: https://events.example.com/orderd/asyncapi.yaml", want: ""},
 		{name: "empty store path", extra: "store:\n  path: \"\"", want: "store.path: must not be empty"},
 		{name: "bad log level", extra: "log:\n  level: verbose", want: `log.level: "verbose" is not one of debug, info, warn, error`},
 		{name: "bad log format", extra: "log:\n  format: xml", want: `log.format: "xml" is not one of auto, json, console`},
@@ -318,6 +323,31 @@ func TestConfig_Validate(t *testing.T) {
 			var ce *configError
 			if !errors.As(err, &ce) {
 				t.Errorf("error is %T, not a *configError", err)
+			}
+		})
+	}
+}
+
+func TestConfig_EventSchemaURL(t *testing.T) {
+	tests := []struct{ extra, want string }{
+		{"", "http://127.0.0.1:8081/v1/asyncapi.yaml"},
+		{"admin:\n  listen: \":9000\"", "http://127.0.0.1:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: 0.0.0.0:9000", "http://127.0.0.1:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: \"[::1]:9000\"", "http://[::1]:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: admin.internal:9000", "http://admin.internal:9000/v1/asyncapi.yaml"},
+		{"publish:\n  schema_url: https://events.example.com/a.yaml", "https://events.example.com/a.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			cfg, err := ParseConfig(strings.NewReader(withLines(tt.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.EventSchemaURL(); got != tt.want {
+				t.Errorf("EventSchemaURL = %q, want %q", got, tt.want)
 			}
 		})
 	}
