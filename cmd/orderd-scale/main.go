@@ -214,7 +214,7 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	os.Remove(backupPath)
 	line(bk)
 	line(mig)
-	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see the replicated-mode benchmark")
+	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see make bench-snapshot")
 	return nil
 }
 
