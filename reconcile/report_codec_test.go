@@ -46,15 +46,23 @@ func TestAmountsDecoder_matchesGeneral(t *testing.T) {
 			`"authorized":{"amount":"10.00","currency":"brl"},"merchantWallet":{"amount":"9.70","currency":"brl"},"counterpartyInfo":{"name":"A \"B\"","n":[1,{"x":null}]},` +
 			`"paymentInfo":null,"createdAt":"2026-11-01T10:00:00Z","completedAt":"2026-11-01T10:00:05.123456+00:00","rejectReason":null},` +
 			`{"id":"r","type":"refund","status":"completed","amount":{"currency":"brl","amount":"2.00"},"completedAt":"2026-11-02T09:00:00Z"}]}`,
-		"payout":                `{"type":"payout","merchantSourceWallet":{"amount":"10.30","currency":"usd"},"merchantTargetWallet":null,"transactions":[{"type":"payout","status":"processing","authorized":{"amount":"10","currency":"usd"},"completedAt":null}]}`,
-		"no transactions":       `{"id":"x","transactions":null}`,
-		"empty transactions":    `{"transactions":[]}`,
-		"money with extra key":  `{"merchantTargetWallet":{"amount":"1.00","currency":"brl","extra":1},"transactions":[]}`,
-		"escaped amount":        `{"merchantTargetWallet":{"amount":"1\u002e00","currency":"brl"},"transactions":[]}`,
-		"status null":           `{"transactions":[{"type":null,"status":null,"amount":null}]}`,
-		"bad amount":            `{"merchantTargetWallet":{"amount":"x","currency":"brl"}}`,
-		"bad time":              `{"transactions":[{"completedAt":"yesterday"}]}`,
-		"not an object":         `[1,2]`,
+		"payout":               `{"type":"payout","merchantSourceWallet":{"amount":"10.30","currency":"usd"},"merchantTargetWallet":null,"transactions":[{"type":"payout","status":"processing","authorized":{"amount":"10","currency":"usd"},"completedAt":null}]}`,
+		"no transactions":      `{"id":"x","transactions":null}`,
+		"empty transactions":   `{"transactions":[]}`,
+		"money with extra key": `{"merchantTargetWallet":{"amount":"1.00","currency":"brl","extra":1},"transactions":[]}`,
+		"escaped amount":       `{"merchantTargetWallet":{"amount":"1\u002e00","currency":"brl"},"transactions":[]}`,
+		"status null":          `{"transactions":[{"type":null,"status":null,"amount":null}]}`,
+		"bad amount":           `{"merchantTargetWallet":{"amount":"x","currency":"brl"}}`,
+		"bad time":             `{"transactions":[{"completedAt":"yesterday"}]}`,
+		"not an object":        `[1,2]`,
+		// Names read twice: encoding/json keeps the last (merging the
+		// second transactions into the first), so the reader leaves them.
+		"transactions twice":    `{"transactions":[{"type":"payin","authorized":{"amount":"5","currency":"brl"}}],"transactions":[{"type":"refund"}]}`,
+		"wallet twice":          `{"merchantTargetWallet":{"amount":"1.00","currency":"brl"},"merchantTargetWallet":null,"transactions":[]}`,
+		"completedAt twice":     `{"transactions":[{"type":"refund","completedAt":"2026-11-02T09:00:00Z","completedAt":null}]}`,
+		"type twice":            `{"transactions":[{"type":"refund","type":"payin"}]}`,
+		"amount twice":          `{"merchantTargetWallet":{"amount":"1.00","amount":"2.00","currency":"brl"}}`,
+		"other name twice":      `{"id":"a","id":"b","transactions":[{"id":"t","id":"u","type":"payin"}]}`,
 		"whitespace everywhere": "{ \"transactions\" : [ { \"type\" : \"payin\" , \"authorized\" : { \"amount\" : \"5\" , \"currency\" : \"BRL\" } } ] }",
 	} {
 		t.Run(name, func(t *testing.T) {

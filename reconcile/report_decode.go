@@ -29,15 +29,20 @@ var errShape = errors.New("not in the usual shape")
 // decode fills a from raw, which the caller has zeroed.
 func (d *amountsDecoder) decode(raw []byte, a *orderAmounts) error {
 	d.r.Reset(raw)
+	// The decoder does not track every name for repeats (a fifth of this
+	// reader's time): the write path refused any state with a name twice,
+	// and the names this reader reads it checks itself (seen), leaving a
+	// state with one of them twice to the general decode.
 	if d.dec == nil {
-		d.dec = jsontext.NewDecoder(&d.r)
+		d.dec = jsontext.NewDecoder(&d.r, jsontext.AllowDuplicateNames(true))
 	} else {
-		d.dec.Reset(&d.r)
+		d.dec.Reset(&d.r, jsontext.AllowDuplicateNames(true))
 	}
 	dec := d.dec
 	if err := d.open('{'); err != nil {
 		return err
 	}
+	var seen seen
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadValue()
 		if err != nil {
@@ -45,11 +50,17 @@ func (d *amountsDecoder) decode(raw []byte, a *orderAmounts) error {
 		}
 		switch string(name) {
 		case `"merchantSourceWallet"`:
-			a.MerchantSourceWallet, err = d.money()
+			if err = seen.once(0); err == nil {
+				a.MerchantSourceWallet, err = d.money()
+			}
 		case `"merchantTargetWallet"`:
-			a.MerchantTargetWallet, err = d.money()
+			if err = seen.once(1); err == nil {
+				a.MerchantTargetWallet, err = d.money()
+			}
 		case `"transactions"`:
-			err = d.transactions(a)
+			if err = seen.once(2); err == nil {
+				err = d.transactions(a)
+			}
 		default:
 			err = dec.SkipValue()
 		}
@@ -60,6 +71,19 @@ func (d *amountsDecoder) decode(raw []byte, a *orderAmounts) error {
 	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
+	return nil
+}
+
+// seen marks the names of one object that a reader has read, by bit.
+type seen uint8
+
+// once marks bit i, or refuses a name read twice: the general decode
+// decides what a repeated name means.
+func (s *seen) once(i uint) error {
+	if *s&(1<<i) != 0 {
+		return errShape
+	}
+	*s |= 1 << i
 	return nil
 }
 
@@ -94,6 +118,7 @@ func (d *amountsDecoder) transaction(t *txAmounts) error {
 	if err := d.open('{'); err != nil {
 		return err
 	}
+	var seen seen
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadValue()
 		if err != nil {
@@ -102,19 +127,32 @@ func (d *amountsDecoder) transaction(t *txAmounts) error {
 		switch string(name) {
 		case `"type"`:
 			var s string
-			s, err = d.text()
-			t.Type = s
+			if err = seen.once(0); err == nil {
+				s, err = d.text()
+				t.Type = s
+			}
 		case `"status"`:
 			var s string
-			s, err = d.text()
-			t.Status = provider.Status(s)
+			if err = seen.once(1); err == nil {
+				s, err = d.text()
+				t.Status = provider.Status(s)
+			}
 		case `"authorized"`:
-			t.Authorized, err = d.money()
+			if err = seen.once(2); err == nil {
+				t.Authorized, err = d.money()
+			}
 		case `"merchantWallet"`:
-			t.MerchantWallet, err = d.money()
+			if err = seen.once(3); err == nil {
+				t.MerchantWallet, err = d.money()
+			}
 		case `"amount"`:
-			t.Amount, err = d.money()
+			if err = seen.once(4); err == nil {
+				t.Amount, err = d.money()
+			}
 		case `"completedAt"`:
+			if err = seen.once(5); err != nil {
+				break
+			}
 			if dec.PeekKind() == 'n' {
 				err = dec.SkipValue()
 				break
@@ -165,7 +203,10 @@ func (d *amountsDecoder) money() (*provider.Money, error) {
 	if err := d.open('{'); err != nil {
 		return nil, err
 	}
-	var amount, currency string
+	var (
+		amount, currency string
+		seen             seen
+	)
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadValue()
 		if err != nil {
@@ -173,9 +214,13 @@ func (d *amountsDecoder) money() (*provider.Money, error) {
 		}
 		switch string(name) {
 		case `"amount"`:
-			amount, err = d.text()
+			if err = seen.once(0); err == nil {
+				amount, err = d.text()
+			}
 		case `"currency"`:
-			currency, err = d.text()
+			if err = seen.once(1); err == nil {
+				currency, err = d.text()
+			}
 		default:
 			return nil, errShape
 		}
