@@ -3,6 +3,8 @@ package reconcile
 import (
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // TimeAxis fits a chart's time axis to times within p, as the HTML
@@ -50,3 +52,8 @@ func DecodeAmounts(raw []byte) (fast, general any, fastErr, generalErr error) {
 	}
 	return f, g, fastErr, generalErr
 }
+
+// AppendAmount and AppendStamp are the report lines' formatters.
+func AppendAmount(b []byte, d decimal.Decimal) []byte { return appendAmount(b, d) }
+
+func AppendStamp(b []byte, t time.Time) []byte { return appendStamp(b, t) }
