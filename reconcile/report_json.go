@@ -50,7 +50,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	}
 	os.Remove(spool.Name())
 	defer spool.Close()
-	sw := bufio.NewWriterSize(spool, 64<<10)
+	sw := bufio.NewWriterSize(spool, 1<<20) // a month's lines are hundreds of MiB
 	le := newLineEncoder()
 	t := newTotals()
 	fl := flagged{}
@@ -101,7 +101,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 			return fmt.Errorf("write json: %w", err)
 		}
 		// The lines count in the digest as if written here.
-		if _, err := io.Copy(io.MultiWriter(jw.w, jw.h), spool); err != nil {
+		if _, err := io.CopyBuffer(io.MultiWriter(jw.w, jw.h), spool, make([]byte, 1<<20)); err != nil {
 			return fmt.Errorf("write json: %w", err)
 		}
 	}
