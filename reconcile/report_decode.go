@@ -21,7 +21,13 @@ import (
 type amountsDecoder struct {
 	b []byte
 	i int
+	// words holds the types, statuses and currencies read so far, so
+	// that each is one string however many orders state it.
+	words map[string]string
 }
+
+// maxWords bounds words: a provider states a handful of each.
+const maxWords = 256
 
 // errShape: the state is in a shape this reader leaves to the general
 // decode (including any it cannot read as JSON).
@@ -145,14 +151,14 @@ func (d *amountsDecoder) transaction(t *txAmounts) error {
 			if err := seen.once(0); err != nil {
 				return err
 			}
-			s, err := d.text()
+			s, err := d.word()
 			t.Type = s
 			return err
 		case "status":
 			if err := seen.once(1); err != nil {
 				return err
 			}
-			s, err := d.text()
+			s, err := d.word()
 			t.Status = provider.Status(s)
 			return err
 		case "authorized":
@@ -180,17 +186,41 @@ func (d *amountsDecoder) transaction(t *txAmounts) error {
 // text reads a string without escapes in valid UTF-8 (or null, as ""), as
 // the provider writes types, statuses, amounts, currencies and times.
 func (d *amountsDecoder) text() (string, error) {
+	v, err := d.textBytes()
+	return string(v), err
+}
+
+// word is text for a type, a status or a currency: one of few values.
+func (d *amountsDecoder) word() (string, error) {
+	v, err := d.textBytes()
+	if err != nil || len(v) == 0 {
+		return "", err
+	}
+	if w, ok := d.words[string(v)]; ok {
+		return w, nil
+	}
+	w := string(v)
+	if d.words == nil {
+		d.words = map[string]string{}
+	}
+	if len(d.words) < maxWords {
+		d.words[w] = w
+	}
+	return w, nil
+}
+
+func (d *amountsDecoder) textBytes() ([]byte, error) {
 	if d.null() {
-		return "", nil
+		return nil, nil
 	}
 	v, plain, err := d.str()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !plain || !utf8.Valid(v) {
-		return "", errShape
+		return nil, errShape
 	}
-	return string(v), nil
+	return v, nil
 }
 
 // moneyOnce reads the money of name bit i of an object into m.
@@ -218,7 +248,7 @@ func (d *amountsDecoder) money() (*provider.Money, error) {
 			}
 		case "currency":
 			if err = seen.once(1); err == nil {
-				currency, err = d.text()
+				currency, err = d.word()
 			}
 		default:
 			err = errShape
@@ -276,6 +306,13 @@ func (d *amountsDecoder) str() (v []byte, plain bool, err error) {
 	start := d.i
 	plain = true
 	for d.i < len(d.b) {
+		// Most of a string's bytes need no look beyond this table.
+		for d.i < len(d.b) && strPlain[d.b[d.i]] {
+			d.i++
+		}
+		if d.i == len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
@@ -311,6 +348,15 @@ func (d *amountsDecoder) str() (v []byte, plain bool, err error) {
 	}
 	return nil, false, errShape
 }
+
+// strPlain marks the bytes that stand for themselves inside a string:
+// not a quote, a backslash or a control character.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
