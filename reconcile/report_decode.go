@@ -40,19 +40,20 @@ const maxDepth = 1000
 // decode fills a from raw, which the caller has zeroed.
 func (d *amountsDecoder) decode(raw []byte, a *orderAmounts) error {
 	d.b, d.i = raw, 0
-	err := d.object(func(name []byte, seen *seen) error {
+	err := d.object(func(name []byte, seen seen) (seen, error) {
 		switch string(name) {
 		case "merchantSourceWallet":
 			return d.moneyOnce(seen, 0, &a.MerchantSourceWallet)
 		case "merchantTargetWallet":
 			return d.moneyOnce(seen, 1, &a.MerchantTargetWallet)
 		case "transactions":
-			if err := seen.once(2); err != nil {
-				return err
+			seen, err := seen.once(2)
+			if err != nil {
+				return seen, err
 			}
-			return d.transactions(a)
+			return seen, d.transactions(a)
 		}
-		return d.skip(1)
+		return seen, d.skip(1)
 	})
 	if err != nil {
 		return err
@@ -68,18 +69,18 @@ func (d *amountsDecoder) decode(raw []byte, a *orderAmounts) error {
 type seen uint8
 
 // once marks bit i, or refuses a name read twice: encoding/json keeps the
-// last (and merges objects), the general decode decides.
-func (s *seen) once(i uint) error {
-	if *s&(1<<i) != 0 {
-		return errShape
+// last (and merges objects), the general decode decides. (A value, not a
+// pointer: it stays on the stack through the member callbacks.)
+func (s seen) once(i uint) (seen, error) {
+	if s&(1<<i) != 0 {
+		return s, errShape
 	}
-	*s |= 1 << i
-	return nil
+	return s | 1<<i, nil
 }
 
 // object reads an object, calling member for each name with the reader
-// at the member's value, which member reads.
-func (d *amountsDecoder) object(member func(name []byte, seen *seen) error) error {
+// at the member's value, which member reads, and the names read so far.
+func (d *amountsDecoder) object(member func(name []byte, seen seen) (seen, error)) error {
 	d.ws()
 	if !d.eat('{') {
 		return errShape
@@ -104,7 +105,7 @@ func (d *amountsDecoder) object(member func(name []byte, seen *seen) error) erro
 			return errShape
 		}
 		d.ws()
-		if err := member(name, &s); err != nil {
+		if s, err = member(name, s); err != nil {
 			return err
 		}
 		d.ws()
@@ -145,22 +146,21 @@ func (d *amountsDecoder) transactions(a *orderAmounts) error {
 }
 
 func (d *amountsDecoder) transaction(t *txAmounts) error {
-	return d.object(func(name []byte, seen *seen) error {
+	return d.object(func(name []byte, seen seen) (seen, error) {
+		var err error
 		switch string(name) {
 		case "type":
-			if err := seen.once(0); err != nil {
-				return err
+			if seen, err = seen.once(0); err == nil {
+				t.Type, err = d.word()
 			}
-			s, err := d.word()
-			t.Type = s
-			return err
+			return seen, err
 		case "status":
-			if err := seen.once(1); err != nil {
-				return err
+			var s string
+			if seen, err = seen.once(1); err == nil {
+				s, err = d.word()
+				t.Status = provider.Status(s)
 			}
-			s, err := d.word()
-			t.Status = provider.Status(s)
-			return err
+			return seen, err
 		case "authorized":
 			return d.moneyOnce(seen, 2, &t.Authorized)
 		case "merchantWallet":
@@ -168,18 +168,18 @@ func (d *amountsDecoder) transaction(t *txAmounts) error {
 		case "amount":
 			return d.moneyOnce(seen, 4, &t.Amount)
 		case "completedAt":
-			if err := seen.once(5); err != nil {
-				return err
+			var s string
+			if seen, err = seen.once(5); err != nil {
+				return seen, err
 			}
-			s, err := d.text()
-			if err != nil || s == "" {
-				return err
+			if s, err = d.text(); err != nil || s == "" {
+				return seen, err
 			}
 			pt, err := provider.ParseTime(s)
 			t.CompletedAt = pt.Time
-			return err
+			return seen, err
 		}
-		return d.skip(2)
+		return seen, d.skip(2)
 	})
 }
 
@@ -224,13 +224,13 @@ func (d *amountsDecoder) textBytes() ([]byte, error) {
 }
 
 // moneyOnce reads the money of name bit i of an object into m.
-func (d *amountsDecoder) moneyOnce(seen *seen, i uint, m **provider.Money) error {
-	if err := seen.once(i); err != nil {
-		return err
+func (d *amountsDecoder) moneyOnce(seen seen, i uint, m **provider.Money) (seen, error) {
+	seen, err := seen.once(i)
+	if err != nil {
+		return seen, err
 	}
-	var err error
 	*m, err = d.money()
-	return err
+	return seen, err
 }
 
 // money reads {"amount":"…","currency":"…"} in either order, or null.
@@ -239,21 +239,21 @@ func (d *amountsDecoder) money() (*provider.Money, error) {
 		return nil, nil
 	}
 	var amount, currency string
-	err := d.object(func(name []byte, seen *seen) error {
+	err := d.object(func(name []byte, seen seen) (seen, error) {
 		var err error
 		switch string(name) {
 		case "amount":
-			if err = seen.once(0); err == nil {
+			if seen, err = seen.once(0); err == nil {
 				amount, err = d.text()
 			}
 		case "currency":
-			if err = seen.once(1); err == nil {
+			if seen, err = seen.once(1); err == nil {
 				currency, err = d.word()
 			}
 		default:
 			err = errShape
 		}
-		return err
+		return seen, err
 	})
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (d *amountsDecoder) skip(depth int) error {
 		_, _, err := d.str()
 		return err
 	case c == '{':
-		return d.object(func([]byte, *seen) error { return d.skip(depth + 1) })
+		return d.object(func(_ []byte, s seen) (seen, error) { return s, d.skip(depth + 1) })
 	case c == '[':
 		d.i++
 		d.ws()
