@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -57,3 +58,14 @@ func DecodeAmounts(raw []byte) (fast, general any, fastErr, generalErr error) {
 func AppendAmount(b []byte, d decimal.Decimal) []byte { return appendAmount(b, d) }
 
 func AppendStamp(b []byte, t time.Time) []byte { return appendStamp(b, t) }
+
+// Lines calls fn with every line of the report of p, as the reports read
+// them.
+func Lines(ctx context.Context, r *Reporter, p Period, fn func(*Line) error) error {
+	rp, err := r.open(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer rp.close()
+	return rp.lines(ctx, fn)
+}
