@@ -12,6 +12,7 @@ type metrics struct {
 	appendErrors   prometheus.Counter
 	applyErrors    prometheus.Counter
 	snapshotErrors prometheus.Counter
+	foreignEntries prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,9 +34,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Failed attempts to apply a log entry to the local database (retried)."}),
 		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_errors_total",
 			Help: "Snapshots the leader failed to write."}),
+		foreignEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_foreign_entries_total",
+			Help: "Log entries of another log (appended by an instance following a replaced log) skipped unapplied."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors)
+		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors, m.foreignEntries)
 	}
 	return m
 }

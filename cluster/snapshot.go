@@ -63,11 +63,25 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	if err := n.store.Backup(ctx, tmp); err != nil {
 		return SnapshotInfo{}, err
 	}
-	seq, err := store.CheckBackup(ctx, tmp)
+	start := time.Now()
+	si, err := putSnapshot(ctx, n.obj, tmp, n.cfg.Node)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	f, err := os.Open(tmp)
+	n.m.snapshotSeq.Set(float64(si.Seq))
+	n.cfg.Logger.Info("snapshot written", "seq", si.Seq, "bytes", si.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	return si, nil
+}
+
+// putSnapshot uploads the consistent database file at dbPath (a backup
+// nobody writes to) as the newest snapshot, taken by node; its log
+// sequence is read from the file, which is checked first.
+func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (SnapshotInfo, error) {
+	seq, err := store.CheckBackup(ctx, dbPath)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	f, err := os.Open(dbPath)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -77,19 +91,15 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 		Headers: nats.Header{
 			headerSeq:     {strconv.FormatUint(seq, 10)},
 			headerTakenAt: {taken.Format(time.RFC3339Nano)},
-			headerNode:    {n.cfg.Node},
+			headerNode:    {node},
 		}}
-	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	oi, err := n.obj.Put(pctx, meta, f)
+	oi, err := obj.Put(pctx, meta, f)
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("put snapshot: %w", err)
 	}
-	si := snapshotInfo(oi)
-	n.m.snapshotSeq.Set(float64(si.Seq))
-	n.cfg.Logger.Info("snapshot written", "seq", si.Seq, "bytes", si.Bytes, "took", time.Since(start).Round(time.Millisecond))
-	return si, nil
+	return snapshotInfo(oi), nil
 }
 
 // snapshotLoop takes a snapshot every SnapshotEvery while this node leads

@@ -55,7 +55,7 @@ func (d *daemon) joinCluster(ctx context.Context) error {
 	}
 	node, err := cluster.New(ctx, d.nc, d.store, cc)
 	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return clusterError(d.cfg, fmt.Errorf("cluster: %w", err))
 	}
 	d.node = node
 	d.store.Replicate(node)
