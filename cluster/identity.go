@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -141,4 +142,26 @@ func setLogID(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamCo
 		return fmt.Errorf("record log id in stream %s: %w", sc.Name, err)
 	}
 	return nil
+}
+
+// LogID returns the id of the log cfg names, as its stream records it: ""
+// when the stream does not exist or records none. It changes nothing.
+func LogID(ctx context.Context, nc *nats.Conn, cfg Config) (string, error) {
+	if cfg.LogStream == "" {
+		cfg.LogStream = DefaultLogStream
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	s, err := js.Stream(ctx, cfg.LogStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("log stream %s: %w", cfg.LogStream, err)
+	}
+	return streamLogID(s.CachedInfo().Config), nil
 }
