@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"orderd/provider/providertest"
@@ -27,7 +26,9 @@ func runOrderd(t *testing.T, env map[string]string, stdin io.Reader, args ...str
 // runWith runs the given commands through the real dispatcher.
 func runWith(t *testing.T, cmds []command, env map[string]string, stdin io.Reader, args ...string) result {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	// Synchronised: a NATS client's callbacks may still log after the
+	// command returned.
+	var stdout, stderr syncBuffer
 	getenv := func(k string) string { return env[k] }
 	err := dispatch(t.Context(), cmds, append([]string{"orderd"}, args...), getenv, stdin, &stdout, &stderr)
 	code := exitCode(err, &stderr)
