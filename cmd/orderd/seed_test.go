@@ -396,18 +396,24 @@ func TestClusterSeed_MovesSingleNode(t *testing.T) {
 	// Every event of the database is on the stream exactly once: none
 	// the single node published went out again.
 	events := streamEvents(t, js)
+	var twice, stray, missing []string
 	for id, n := range events {
 		if n != 1 {
-			t.Errorf("event %s is on the stream %d times", id, n)
+			twice = append(twice, id)
 		}
 		if !want[id] {
-			t.Errorf("event %s on the stream is in no outbox", id)
+			stray = append(stray, id)
 		}
 	}
 	for id := range want {
 		if events[id] == 0 {
-			t.Errorf("event %s never reached the stream", id)
+			missing = append(missing, id)
 		}
+	}
+	if len(twice)+len(stray)+len(missing) > 0 {
+		few := func(ids []string) []string { return ids[:min(3, len(ids))] }
+		t.Errorf("of %d events: %d on the stream more than once (%q…), %d in no outbox (%q…), %d never published (%q…)",
+			len(want), len(twice), few(twice), len(stray), few(stray), len(missing), few(missing))
 	}
 	if len(published) == 0 || len(published) >= len(events) {
 		t.Errorf("%d events published by the single node, %d in all: the test proves nothing", len(published), len(events))
@@ -506,4 +512,152 @@ func clusterLog(t *testing.T, admin string) string {
 		t.Fatal(err)
 	}
 	return st.Log
+}
+
+// sendOrders has the fake provider create and complete orders
+// [from, from+n) with their webhooks to r.
+func sendOrders(t *testing.T, fake *providertest.Server, r *replicaDaemon, prefix string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		mid := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: mid, Amount: "10.00", Currency: "brl",
+			WebhookURL: "http://" + r.addrs.Webhooks + "/webhooks/orders"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fake.Complete(mid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitOrders waits until the database in dir holds n completed orders.
+func waitOrders(t *testing.T, dir string, n int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.DB().QueryRowContext(t.Context(), "SELECT count(*) FROM orders WHERE status = 'completed'").Scan(&got)
+		st.Close(context.Background())
+		if got == n {
+			return
+		}
+	}
+	t.Fatalf("%s: %d completed orders, want %d", dir, got, n)
+}
+
+// TestClusterSeed_LostLog: the log (its stream, lease and snapshots) is
+// lost while the instances keep their databases. The most advanced
+// instance's database seeds a new log and carries on; an instance whose
+// database follows the lost log is refused until it is rebuilt from the
+// new log's snapshot, and then converges. The seed refuses a log in use,
+// a database a daemon holds and a configuration without the cluster.
+func TestClusterSeed_LostLog(t *testing.T) {
+	ec, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Shutdown()
+	conn, err := nats.Connect(ec.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, _ := jetstream.New(conn)
+	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
+	defer fake.Close()
+
+	dirA, dirB := t.TempDir(), t.TempDir()
+	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", ""))
+	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", ""))
+	a := startReplicaIn(t, dirA, cfgA, "a")
+	b := startReplicaIn(t, dirB, cfgB, "b")
+	oldLog := clusterLog(t, a.addrs.Admin)
+	if oldLog == "" || clusterLog(t, b.addrs.Admin) != oldLog {
+		t.Fatalf("a fresh log's id: a %q, b %q", oldLog, clusterLog(t, b.addrs.Admin))
+	}
+	sendOrders(t, fake, a, "first", 0, 10)
+	waitOrders(t, dirA, 10)
+	waitConverged(t, a, b)
+
+	t.Run("refusals", func(t *testing.T) {
+		res := runOrderd(t, nil, nil, "cluster", "seed", "-config", cfgA)
+		if res.code != 2 || !strings.Contains(res.stderr, "store.path") {
+			t.Errorf("seed of a database in use: exit %d, stderr %s; want 2 naming store.path", res.code, res.stderr)
+		}
+		single := daemonConfig(t, t.TempDir(), fake, natsYAML(ec.ClientURL(), ""), quietJobs)
+		res = runOrderd(t, nil, nil, "cluster", "seed", "-config", single)
+		if res.code != 2 || !strings.Contains(res.stderr, "cluster.enabled") {
+			t.Errorf("seed without the cluster: exit %d, stderr %s; want 2 naming cluster.enabled", res.code, res.stderr)
+		}
+	})
+
+	// b stops first; a goes on alone and is the most advanced.
+	b.stop(t)
+	sendOrders(t, fake, a, "alone", 0, 5)
+	waitOrders(t, dirA, 15)
+	a.stop(t)
+
+	t.Run("a log with entries is refused", func(t *testing.T) {
+		res := runOrderd(t, nil, nil, "cluster", "seed", "-config", cfgA)
+		if res.code != 2 || !strings.Contains(res.stderr, "cluster.log_stream") {
+			t.Errorf("exit %d, stderr %s; want 2 naming cluster.log_stream", res.code, res.stderr)
+		}
+	})
+
+	// The log is lost: its stream, its lease and its snapshots.
+	for _, del := range []func() error{
+		func() error { return js.DeleteStream(t.Context(), "ORDERD_LOG") },
+		func() error { return js.DeleteKeyValue(t.Context(), "ORDERD_LEASE") },
+		func() error { return js.DeleteObjectStore(t.Context(), "ORDERD_SNAPSHOTS") },
+	} {
+		if err := del(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := runOrderd(t, nil, nil, "cluster", "seed", "-config", cfgA)
+	m := seededRE.FindStringSubmatch(res.stdout)
+	if res.code != 0 || m == nil || m[3] != "15" {
+		t.Fatalf("seed: exit %d, stdout %q, stderr %s; want 15 orders", res.code, res.stdout, res.stderr)
+	}
+	newLog := m[1]
+	if newLog == oldLog {
+		t.Fatalf("the new log has the lost log's id %s", oldLog)
+	}
+	a = startReplicaIn(t, dirA, cfgA, "a")
+	if got := clusterLog(t, a.addrs.Admin); got != newLog {
+		t.Errorf("a follows %q, want %q", got, newLog)
+	}
+
+	// b's database follows the lost log: refused, naming both ids.
+	res = runOrderd(t, nil, nil, "run", "-config", cfgB)
+	if res.code != 1 || !strings.Contains(res.stderr, "store.path") || !strings.Contains(res.stderr, oldLog) || !strings.Contains(res.stderr, newLog) {
+		t.Fatalf("b on the lost log's database: exit %d, stderr %s; want 1 naming store.path and both ids", res.code, res.stderr)
+	}
+	// Rebuilt: its database moved away, b restores the new log's snapshot.
+	for _, suffix := range dbSuffixes {
+		os.Rename(filepath.Join(dirB, "orderd.db"+suffix), filepath.Join(dirB, "old.db"+suffix))
+	}
+	b = startReplicaIn(t, dirB, cfgB, "b")
+	sendOrders(t, fake, b, "after", 0, 3)
+	waitOrders(t, dirA, 18)
+	waitConverged(t, a, b)
+	if got := clusterLog(t, b.addrs.Admin); got != newLog {
+		t.Errorf("b follows %q, want %q", got, newLog)
+	}
+	// Every event went out once, those before the loss too.
+	want := outboxIDs(t, filepath.Join(dirA, "orderd.db"))
+	var events map[string]int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if events = streamEvents(t, js); len(events) >= len(want) {
+			break
+		}
+	}
+	for id := range want {
+		if events[id] != 1 {
+			t.Errorf("event %s is on the stream %d times, want 1", id, events[id])
+		}
+	}
 }
