@@ -90,10 +90,10 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, err
 	}
-	if err := n.checkIdentity(ctx, seq); err != nil {
+	if err := n.checkAssets(ctx, seq); err != nil {
 		return nil, err
 	}
-	if err := n.checkAssets(ctx, seq); err != nil {
+	if err := n.checkIdentity(ctx, seq); err != nil {
 		return nil, err
 	}
 	n.applied.Store(seq)
