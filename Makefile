@@ -32,7 +32,7 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster vulncheck rules-test
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed vulncheck rules-test
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -106,6 +106,16 @@ bench-daemon: deps build
 ## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N adjust it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
+
+## bench-seed: orderd cluster seed of a single-node database of
+## SEED_ORDERS orders (default 100,000, built through the store's write
+## path), the seeded instance and an empty-disk instance started on the
+## new log until both agree on every replicated table; orderd backup of the
+## same database is the ceiling. The normal tests run the same code at
+## 2,000 orders.
+SEED_ORDERS ?= 100000
+bench-seed: deps
+	ORDERD_SEED_ORDERS=$(SEED_ORDERS) $(GO) test -run '^$$' -bench '^BenchmarkCluster_Seed$$' -benchtime 1x -timeout 60m ./cmd/orderd/
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

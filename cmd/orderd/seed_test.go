@@ -137,7 +137,7 @@ func buildSingleNode(tb testing.TB, path string, from, to int) {
 }
 
 // tableCounts counts the rows of every table a seed must carry over.
-func tableCounts(t *testing.T, path string) map[string]int {
+func tableCounts(t testing.TB, path string) map[string]int {
 	t.Helper()
 	st, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
 	if err != nil {
@@ -174,14 +174,20 @@ func natsYAML(url, extra string) string {
 
 // startReplicaIn runs a replicated instance on the database in dir (which
 // may not exist yet) and waits until it is ready.
-func startReplicaIn(t *testing.T, dir, cfg, name string) *replicaDaemon {
+func startReplicaIn(t testing.TB, dir, cfg, name string) *replicaDaemon {
+	t.Helper()
+	return startReplicaWithin(t, dir, cfg, name, 20*time.Second)
+}
+
+// startReplicaWithin is startReplicaIn with a bound on the start of its own.
+func startReplicaWithin(t testing.TB, dir, cfg, name string, within time.Duration) *replicaDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replicaDaemon{name: name, dir: dir, cancel: cancel, done: make(chan error, 1), log: &syncBuffer{}}
 	go func() {
 		r.done <- run(ctx, []string{"orderd", "run", "-config", cfg}, func(string) string { return "" }, nil, io.Discard, r.log)
 	}()
-	r.addrs = waitStarted(t, r.log, r.done)
+	r.addrs = waitStartedWithin(t, r.log, r.done, within)
 	waitReady(t, r.addrs.Admin, r.done)
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -211,7 +217,7 @@ func streamEvents(t *testing.T, js jetstream.JetStream) map[string]int {
 }
 
 // outboxIDs are the event ids of a database's outbox.
-func outboxIDs(t *testing.T, path string) map[string]bool {
+func outboxIDs(t testing.TB, path string) map[string]bool {
 	t.Helper()
 	st, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
 	if err != nil {
@@ -236,10 +242,16 @@ func outboxIDs(t *testing.T, path string) map[string]bool {
 
 // waitConverged waits until every instance has applied the log's end and
 // their databases' replicated tables are equal; it returns the digest.
-func waitConverged(t *testing.T, rs ...*replicaDaemon) string {
+func waitConverged(t testing.TB, rs ...*replicaDaemon) string {
+	t.Helper()
+	return waitConvergedWithin(t, time.Minute, rs...)
+}
+
+// waitConvergedWithin is waitConverged with a bound of its own.
+func waitConvergedWithin(t testing.TB, within time.Duration, rs ...*replicaDaemon) string {
 	t.Helper()
 	var digests []string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		var seqs []uint64
 		for _, r := range rs {
 			st := clusterStatus(t, r.addrs.Admin)
@@ -263,7 +275,7 @@ func waitConverged(t *testing.T, rs ...*replicaDaemon) string {
 			return digests[0]
 		}
 	}
-	t.Fatalf("the instances did not converge within 60s: digests %v", digests)
+	t.Fatalf("the instances did not converge within %s: digests %v", within, digests)
 	return ""
 }
 
@@ -302,7 +314,9 @@ func TestClusterSeed_MovesSingleNode(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		log := &syncBuffer{}
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, []string{"orderd", "run", "-config", single}, func(string) string { return "" }, nil, io.Discard, log) }()
+		go func() {
+			done <- run(ctx, []string{"orderd", "run", "-config", single}, func(string) string { return "" }, nil, io.Discard, log)
+		}()
 		waitStarted(t, log, done)
 		want := len(outboxIDs(t, dbA))
 		for deadline := time.Now().Add(60 * time.Second); len(streamEvents(t, js)) < want; time.Sleep(200 * time.Millisecond) {
@@ -500,7 +514,7 @@ func TestClusterSeed_MovesSingleNode(t *testing.T) {
 }
 
 // clusterLog reads GET /v1/cluster's "log".
-func clusterLog(t *testing.T, admin string) string {
+func clusterLog(t testing.TB, admin string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/v1/cluster")
 	if err != nil {
