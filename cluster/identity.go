@@ -59,10 +59,14 @@ type SettingError struct {
 	Have, AssetValue string
 }
 
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("%s is %s but %s has %s: shared assets keep the settings they were created with; "+
+func (e *SettingError) Error() string { return e.Key + " is " + e.Problem() }
+
+// Problem is the error without the key: what a message naming the key
+// says about it.
+func (e *SettingError) Problem() string {
+	return fmt.Sprintf("%s but %s has %s: shared assets keep the settings they were created with; "+
 		"give this instance the asset's value, or change the asset deliberately first (README, Changing a shared setting)",
-		e.Key, e.Have, e.Asset, e.AssetValue)
+		e.Have, e.Asset, e.AssetValue)
 }
 
 // checkSettings compares the existing assets with this instance's

@@ -123,7 +123,7 @@ func clusterError(cfg *Config, err error) error {
 	var ol *cluster.OtherLogError
 	switch {
 	case errors.As(err, &se):
-		return cfg.errorf(se.Key, "%v", se)
+		return cfg.errorf(se.Key, "%s", se.Problem())
 	case errors.Is(err, cluster.ErrLogNotEmpty):
 		return cfg.errorf("cluster.log_stream", "%v", err)
 	case errors.As(err, &ol):
