@@ -90,62 +90,65 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, err
 	}
+	follow, err := n.checkIdentity(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.checkAssets(ctx, seq); err != nil {
 		return nil, err
 	}
-	if err := n.checkIdentity(ctx, seq); err != nil {
-		return nil, err
+	if follow {
+		// Recorded only once every check passed: a refused database
+		// stays as it was.
+		if err := st.FollowLog(ctx, n.logID); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
 	}
 	n.applied.Store(seq)
 	n.m.applied.Set(float64(seq))
 	return n, nil
 }
 
-// checkIdentity makes sure the database follows this log. A database
-// that records no log yet follows this one from now on when it is empty
-// (a first start), or when it has applied entries (written before logs had
-// ids). One with records that has applied no entry was written in
-// single-node mode and is refused: orderd cluster seed makes such a
-// database the start of a log. A database recording another log's id is
-// refused (*OtherLogError).
-func (n *Node) checkIdentity(ctx context.Context, seq uint64) error {
+// checkIdentity makes sure the database follows this log, and sets
+// n.logID. A database that records no log yet is to follow this one
+// (follow) when it is empty (a first start), or when it has applied
+// entries (written before logs had ids). One with records that has applied
+// no entry was written in single-node mode and is refused: orderd cluster
+// seed makes such a database the start of a log. A database recording
+// another log's id is refused (*OtherLogError).
+func (n *Node) checkIdentity(ctx context.Context, seq uint64) (follow bool, err error) {
 	logID := streamLogID(n.stream.CachedInfo().Config)
 	if logID == "" {
-		var err error
 		if logID, err = adoptLogID(ctx, n.js, n.stream); err != nil {
-			return fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
+			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
 		}
 		n.cfg.Logger.Warn("the log had no id (created by an older orderd); it has one now", "log", logID)
 	}
+	n.logID = logID
 	have, err := n.store.LogID(ctx)
 	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return false, fmt.Errorf("cluster: %w", err)
 	}
 	switch {
 	case have == logID:
+		return false, nil
 	case have != "":
-		return &OtherLogError{Database: have, Log: logID, Stream: n.cfg.LogStream}
+		return false, &OtherLogError{Database: have, Log: logID, Stream: n.cfg.LogStream}
 	case seq == 0:
 		// A database with records that never applied an entry was
 		// written in single-node mode: applying the log on top of it
 		// would give this instance records no other instance has.
 		has, err := n.store.HasRecords(ctx)
 		if err != nil {
-			return fmt.Errorf("cluster: %w", err)
+			return false, fmt.Errorf("cluster: %w", err)
 		}
 		if has {
-			return fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
+			return false, fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
 				"it was written in single-node mode; to move it to replicated mode, stop orderd and run orderd cluster seed on it "+
 				"before the log %s holds any entry (README, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
 		}
-		fallthrough
-	default:
-		if err := n.store.FollowLog(ctx, logID); err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
 	}
-	n.logID = logID
-	return nil
+	return true, nil
 }
 
 // checkAssets refuses a database that has applied more of a log than the

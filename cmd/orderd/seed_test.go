@@ -403,6 +403,11 @@ func TestClusterSeed_MovesSingleNode(t *testing.T) {
 		}
 	}
 	waitConverged(t, a, b)
+	// The relay may still be publishing what the last entries queued.
+	want = outboxIDs(t, dbA)
+	for deadline := time.Now().Add(30 * time.Second); len(streamEvents(t, js)) < len(want) && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
 	if cb := tableCounts(t, filepath.Join(dirB, "orderd.db")); cb["orders"] != orders+20 {
 		t.Errorf("the empty-disk instance has %d orders, want %d", cb["orders"], orders+20)
 	}
