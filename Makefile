@@ -134,7 +134,7 @@ build:
 ## the example config (config.yaml only when there is none), the docs and
 ## examples; then daemon-reload where systemd runs, and the next steps.
 install: build
-	@DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' UNITDIR='$(UNITDIR)' packaging/install.sh bin/orderd
+	@GO=$(GO) DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' UNITDIR='$(UNITDIR)' packaging/install.sh bin/orderd
 
 ## deb: dist/orderd_<version>_<arch>.deb with dpkg-deb: the same layout
 ## under /usr, a static binary, maintainer scripts in packaging/deb/.

@@ -65,7 +65,7 @@ func (e *SettingError) Error() string { return e.Key + " is " + e.Problem() }
 // says about it.
 func (e *SettingError) Problem() string {
 	return fmt.Sprintf("%s but %s has %s: shared assets keep the settings they were created with; "+
-		"give this instance the asset's value, or change the asset deliberately first (README, Changing a shared setting)",
+		"give this instance the asset's value, or change the asset deliberately first (docs/replicated-mode.md, Changing a shared setting)",
 		e.Have, e.Asset, e.AssetValue)
 }
 

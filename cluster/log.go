@@ -190,7 +190,7 @@ func (n *Node) applyLoop(ctx context.Context) {
 		}
 		if errors.Is(err, errFatal) {
 			n.fatal.Store(&err)
-			n.cfg.Logger.Error("the applier stopped: this instance cannot follow the log; restore it from a snapshot (see README, Running replicated)", "err", err)
+			n.cfg.Logger.Error("the applier stopped: this instance cannot follow the log; restore it from a snapshot (see docs/replicated-mode.md, Replacing an instance)", "err", err)
 			return
 		}
 		n.cfg.Logger.Warn("log applier interrupted; resuming", "err", err)

@@ -145,7 +145,7 @@ func (n *Node) checkIdentity(ctx context.Context, seq uint64) (follow bool, err 
 		if has {
 			return false, fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
 				"it was written in single-node mode; to move it to replicated mode, stop orderd and run orderd cluster seed on it "+
-				"before the log %s holds any entry (README, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
+				"before the log %s holds any entry (docs/replicated-mode.md, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
 		}
 	}
 	return true, nil

@@ -56,14 +56,14 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	}
 	if last := info.State.LastSeq; last > 0 {
 		return SeedResult{}, fmt.Errorf("%w: the log stream %s holds entries (up to sequence %d) of log %s; a log is seeded only before its first entry: "+
-			"when that log is lost for good, stop every instance and delete the stream, the lease bucket %s and the snapshot store %s first (README, When the log is lost)",
+			"when that log is lost for good, stop every instance and delete the stream, the lease bucket %s and the snapshot store %s first (docs/replicated-mode.md, When the log is lost)",
 			ErrLogNotEmpty, cfg.LogStream, last, orNone(streamLogID(info.Config)), cfg.leaseBucket(), cfg.snapshotBucket())
 	}
 	if si, ok, err := n.LatestSnapshot(ctx); err != nil {
 		return SeedResult{}, fmt.Errorf("cluster: snapshot store %s: %w", cfg.snapshotBucket(), err)
 	} else if ok {
 		return SeedResult{}, fmt.Errorf("%w: the snapshot store %s holds a snapshot (sequence %d, taken %s by %s): instances restore it; "+
-			"delete the snapshot store first if the log it belongs to is lost for good (README, When the log is lost)",
+			"delete the snapshot store first if the log it belongs to is lost for good (docs/replicated-mode.md, When the log is lost)",
 			ErrLogNotEmpty, cfg.snapshotBucket(), si.Seq, si.TakenAt.Format("2006-01-02T15:04:05Z07:00"), si.Node)
 	}
 	if holder, _, err := n.Holder(ctx); err != nil {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian package of orderd with dpkg-deb, as "make deb" does:
 # a static binary (CGO_ENABLED=0, so the package depends on nothing), the
-# layout of packaging/install.sh with PREFIX=/usr, the control file and
-# the maintainer scripts in packaging/deb/. Prints the .deb's path last.
+# layout of packaging/install.sh with PREFIX=/usr, and from packaging/deb/
+# the control file, the maintainer scripts and the copyright file. Prints
+# the .deb's path last.
 #
 # Environment: GO, VERSION and COMMIT (stamped into the binary, as
 # "make build" does), DEB_VERSION (default: from VERSION, see below),
@@ -44,7 +45,9 @@ root=$work/root
 
 CGO_ENABLED=0 $GO build -trimpath -ldflags "-X main.version=$VERSION -X main.commit=$COMMIT" \
 	-o "$work/orderd" ./cmd/orderd
-DESTDIR=$root PREFIX=/usr UNITDIR=/usr/lib/systemd/system PACKAGE=1 packaging/install.sh "$work/orderd"
+GO=$GO DESTDIR=$root PREFIX=/usr UNITDIR=/usr/lib/systemd/system PACKAGE=1 packaging/install.sh "$work/orderd"
+# Debian's machine-readable copyright file (DEP-5), where Debian looks.
+install -m 0644 packaging/deb/copyright "$root/usr/share/doc/orderd/copyright"
 
 install -d -m 0755 "$root/DEBIAN"
 for s in postinst prerm postrm; do

@@ -14,13 +14,16 @@
 #                                              the unit loads with
 #                                              LoadCredential=
 #   $PREFIX/share/doc/orderd/                  README, SECURITY,
-#                                              ARCHITECTURE, RUNBOOK
+#                                              ARCHITECTURE, RUNBOOK,
+#                                              LICENSE, NOTICE and the
+#                                              bundled modules' licences
+#   $PREFIX/share/doc/orderd/docs/             the user guide's pages
 #   $PREFIX/share/doc/orderd/examples/         the credentials drop-in,
 #                                              the TLS proxy in front
 #   $PREFIX/share/doc/orderd/monitoring/       alerting rules, dashboard
 #
 # Usage: packaging/install.sh BINARY
-# Environment: DESTDIR (staging root, default none), PREFIX (default
+# Environment: GO (default go, to list the modules compiled in), DESTDIR (staging root, default none), PREFIX (default
 # /usr/local), UNITDIR (default $PREFIX/lib/systemd/system for /usr and
 # /usr/local, which systemd reads, else /etc/systemd/system), PACKAGE=1
 # when staging the Debian package: then config.yaml is left to the
@@ -58,10 +61,15 @@ install -d -m 0755 "$d/etc/orderd"
 install -d -m 0700 "$d/etc/orderd/credentials"
 install -m 0644 config.example.yaml "$d/etc/orderd/config.example.yaml"
 
-install -d -m 0755 "$d$docdir" "$d$docdir/examples" "$d$docdir/monitoring"
-for f in README.md SECURITY.md ARCHITECTURE.md RUNBOOK.md; do
-	[ -e "$f" ] && install -m 0644 "$f" "$d$docdir/$f"
+install -d -m 0755 "$d$docdir" "$d$docdir/docs" "$d$docdir/examples" "$d$docdir/monitoring"
+for f in README.md SECURITY.md ARCHITECTURE.md RUNBOOK.md BENCHMARKS.md LICENSE NOTICE; do
+	install -m 0644 "$f" "$d$docdir/$f"
 done
+for f in docs/*.md; do
+	install -m 0644 "$f" "$d$docdir/$f"
+done
+GO=${GO:-go} packaging/third-party-licenses.sh "$d$docdir/third-party-licenses"
+chmod 0644 "$d$docdir/third-party-licenses"
 install -m 0644 systemd/credentials.conf "$d$docdir/examples/credentials.conf"
 install -m 0644 examples/nginx-orderd.conf "$d$docdir/examples/nginx-orderd.conf"
 for f in monitoring/*.yml monitoring/*.json; do
@@ -86,7 +94,7 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 	echo "install: systemctl daemon-reload done"
 fi
 cat <<NEXT
-install: orderd is installed, not enabled or started. Next (README, "Install as a service"):
+install: orderd is installed, not enabled or started. Next ($docdir/docs/install.md):
   1. the provider's public key in /etc/orderd/, the secrets in /etc/orderd/credentials/
   2. install -D -m 0644 $docdir/examples/credentials.conf /etc/systemd/system/orderd.service.d/credentials.conf
   3. edit /etc/orderd/config.yaml

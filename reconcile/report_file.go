@@ -42,7 +42,8 @@ type atomicFile struct {
 // reportFileMode is the mode of every report file: its owner and its
 // group read it, whatever the process's umask (systemd's UMask=0077
 // would leave 0600). The group is the directory's when the directory is
-// setgid, which is how readers are given access (see the README).
+// setgid, which is how readers are given access (see docs/finance.md,
+// "Getting the scheduled reports to finance").
 const reportFileMode = 0o640
 
 // reportDirMode is the mode of a reports directory orderd creates, for

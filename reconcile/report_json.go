@@ -21,8 +21,8 @@ import (
 //	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…]}
 //
 // The totals come first, so the store is read twice (totals, then lines)
-// inside one consistent read transaction. The README's "Reports" section
-// documents every field.
+// inside one consistent read transaction. docs/finance.md documents
+// every field.
 func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	rp, err := r.open(ctx, p)
 	if err != nil {

@@ -891,7 +891,7 @@ func TestTimeAxis(t *testing.T) {
 // TestReporter_DailyJob_permissions: under the systemd unit's UMask=0077
 // the scheduled files would be readable by orderd alone; the job makes
 // them 0640 and a directory it creates 0750. Placed in a setgid directory
-// of the readers' group (the README's recipe for finance), the files and
+// of the readers' group (docs/finance.md's recipe for finance), the files and
 // a directory the job creates there carry that group.
 func TestReporter_DailyJob_permissions(t *testing.T) {
 	old := syscall.Umask(0o077)

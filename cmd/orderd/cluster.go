@@ -89,7 +89,7 @@ func (d *daemon) checkEventStream(ctx context.Context) error {
 			se.Have += " (nats.replicas is unset, so cluster.replicas)"
 		}
 		return d.cfg.errorf(key, "%s but the events stream %s has %s: shared assets keep the settings they were created with; "+
-			"give this instance the stream's value, or change the stream deliberately first (nats stream edit; README, Changing a shared setting)",
+			"give this instance the stream's value, or change the stream deliberately first (nats stream edit; docs/replicated-mode.md, Changing a shared setting)",
 			se.Have, se.Stream, se.StreamValue)
 	case err != nil:
 		d.log.Warn("could not compare the events stream's settings with this instance's; it is used as it is, never updated",

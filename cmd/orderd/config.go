@@ -31,7 +31,7 @@ import (
 )
 
 // Environment variables that hold secrets. They are documented in
-// config.example.yaml and the README.
+// config.example.yaml and docs/configuration.md.
 const (
 	envProviderAPIKey = "ORDERD_PROVIDER_API_KEY"
 	envAdminToken     = "ORDERD_ADMIN_TOKEN"
@@ -168,7 +168,7 @@ type NATSConfig struct {
 }
 
 // ClusterConfig is replicated mode: several instances on a NATS cluster,
-// every write in a replicated log (see README, "Running replicated").
+// every write in a replicated log (see docs/replicated-mode.md).
 type ClusterConfig struct {
 	Enabled bool `yaml:"enabled"`
 	// Node is this instance's unique name; default the host name.

@@ -11,7 +11,7 @@ import (
 	"orderd/provider/providertest"
 )
 
-// hostConfig is the README's service config as ops read it on the host:
+// hostConfig is docs/install.md's service config as ops read it on the host:
 // the API key and admin token files live in the service's credentials
 // directory, which exists only inside the unit, and so does the provider's
 // public key. natsExtra is added to the nats section.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -135,10 +136,10 @@ func TestArchitecture_PackagesListed(t *testing.T) {
 	}
 }
 
-// TestReadme_FindingKinds: every finding kind the code can open — each
-// Finding… string constant — is in README.md's table of finding kinds and
-// in RUNBOOK.md, and the table lists no other.
-func TestReadme_FindingKinds(t *testing.T) {
+// TestDocs_FindingKinds: every finding kind the code can open — each
+// Finding… string constant — is in docs/events.md's table of finding kinds
+// and in RUNBOOK.md, and the table lists no other.
+func TestDocs_FindingKinds(t *testing.T) {
 	kinds := map[string]string{} // kind → where it is declared
 	goFiles(t, func(dir, name string, f *ast.File) {
 		if strings.HasSuffix(name, "_test.go") {
@@ -169,7 +170,7 @@ func TestReadme_FindingKinds(t *testing.T) {
 	if len(kinds) < 6 {
 		t.Fatalf("found %d finding kinds in the code (%v); are they still Finding… string constants?", len(kinds), kinds)
 	}
-	table := section(t, read(t, "README.md"), "### Finding kinds")
+	table := section(t, read(t, "docs/events.md"), "## Finding kinds")
 	listed := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(table, -1) {
 		listed[m[1]] = true
@@ -177,7 +178,7 @@ func TestReadme_FindingKinds(t *testing.T) {
 	runbook := read(t, "RUNBOOK.md")
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		if !listed[k] {
-			t.Errorf("README.md's finding kinds table lacks %s (%s)", k, kinds[k])
+			t.Errorf("docs/events.md's finding kinds table lacks %s (%s)", k, kinds[k])
 		}
 		if !strings.Contains(runbook, "`"+k+"`") {
 			t.Errorf("RUNBOOK.md does not say what to do about %s findings", k)
@@ -185,19 +186,46 @@ func TestReadme_FindingKinds(t *testing.T) {
 		delete(listed, k)
 	}
 	for k := range listed {
-		t.Errorf("README.md lists finding kind %s, which the code does not declare", k)
+		t.Errorf("docs/events.md lists finding kind %s, which the code does not declare", k)
 	}
+}
+
+// documents lists the Markdown documents: those at the root and the pages
+// under docs/, as paths relative to the root.
+func documents(t *testing.T) []string {
+	t.Helper()
+	var docs []string
+	for _, pattern := range []string{"*.md", "docs/*.md"} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m {
+			rel, err := filepath.Rel(root, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, filepath.ToSlash(rel))
+		}
+	}
+	for _, want := range []string{"README.md", "ARCHITECTURE.md", "RUNBOOK.md", "SECURITY.md", "BENCHMARKS.md", "docs/events.md"} {
+		if !slices.Contains(docs, want) {
+			t.Fatalf("no %s among the documents %v", want, docs)
+		}
+	}
+	return docs
 }
 
 // mdLink is a relative Markdown link target: [text](target).
 var mdLink = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)\s]*)?\)`)
 
-// TestDocs_LinksResolve: every relative link in the documents leads to a
-// file of the repository, and every #anchor to a heading of its
-// document — the README points at nothing outside the repository.
+// TestDocs_LinksResolve: every relative link in the documents (the root's
+// and docs/'s) leads to a file of the repository, resolved from the
+// document's own directory as a reader's viewer resolves it, and every
+// #anchor to a heading of its document — the documents point at nothing
+// outside the repository.
 func TestDocs_LinksResolve(t *testing.T) {
-	docs := []string{"README.md", "ARCHITECTURE.md", "RUNBOOK.md", "SECURITY.md", "BENCHMARKS.md"}
-	for _, doc := range docs {
+	for _, doc := range documents(t) {
 		text := read(t, doc)
 		for _, m := range regexp.MustCompile(`\]\((#[^)\s]+)\)`).FindAllStringSubmatch(text, -1) {
 			if !hasAnchor(text, m[1][1:]) {
@@ -210,14 +238,80 @@ func TestDocs_LinksResolve(t *testing.T) {
 				t.Errorf("%s links %s outside the repository", doc, target)
 				continue
 			}
-			if _, err := os.Stat(filepath.Join(root, target)); err != nil {
+			rel := path.Join(path.Dir(doc), target)
+			if rel == ".." || strings.HasPrefix(rel, "../") {
+				t.Errorf("%s links %s, outside the repository", doc, target)
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, rel)); err != nil {
 				t.Errorf("%s links %s: %v", doc, target, err)
 				continue
 			}
-			if m[2] != "" && strings.HasSuffix(target, ".md") && !hasAnchor(read(t, target), m[2][1:]) {
-				t.Errorf("%s links %s%s, which is no heading of %s", doc, target, m[2], target)
+			if m[2] != "" && strings.HasSuffix(rel, ".md") && !hasAnchor(read(t, rel), m[2][1:]) {
+				t.Errorf("%s links %s%s, which is no heading of %s", doc, target, m[2], rel)
 			}
 		}
+	}
+}
+
+// TestDocs_PagesLinked: the README links every page under docs/, so that
+// no page can only be found by listing the directory.
+func TestDocs_PagesLinked(t *testing.T) {
+	readme := read(t, "README.md")
+	linked := map[string]bool{}
+	for _, m := range mdLink.FindAllStringSubmatch(readme, -1) {
+		linked[path.Clean(m[1])] = true
+	}
+	pages := 0
+	for _, doc := range documents(t) {
+		if !strings.HasPrefix(doc, "docs/") {
+			continue
+		}
+		pages++
+		if !linked[doc] {
+			t.Errorf("README.md does not link %s", doc)
+		}
+	}
+	if pages < 7 {
+		t.Fatalf("docs/ holds %d pages; want the user guide's seven at least", pages)
+	}
+}
+
+// testName is a Go test, benchmark or fuzz function's name as a document
+// writes it in a command or in prose.
+var testName = regexp.MustCompile(`\b(?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*`)
+
+// TestDocs_NamedTestsExist: every test, benchmark or fuzz function a
+// document names (`go test -run TestX`, `-bench BenchmarkY`, a proof cited
+// in prose) is a function of a _test.go file of the repository, so a
+// renamed test cannot leave a document's command matching nothing.
+func TestDocs_NamedTestsExist(t *testing.T) {
+	funcs := map[string]bool{}
+	goFiles(t, func(dir, name string, f *ast.File) {
+		if !strings.HasSuffix(name, "_test.go") {
+			return
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil {
+				funcs[fd.Name.Name] = true
+			}
+		}
+	})
+	names := slices.Collect(maps.Keys(funcs))
+	named := 0
+	for _, doc := range documents(t) {
+		for _, n := range testName.FindAllString(read(t, doc), -1) {
+			named++
+			// A -run or -bench pattern may name the prefix of several
+			// functions (BenchmarkReporter_ matches them all).
+			if funcs[n] || slices.ContainsFunc(names, func(f string) bool { return strings.HasPrefix(f, n) }) {
+				continue
+			}
+			t.Errorf("%s names %s, which is no test, benchmark or fuzz function of the repository", doc, n)
+		}
+	}
+	if named < 30 {
+		t.Fatalf("the documents name %d tests; is the pattern still right?", named)
 	}
 }
 
