@@ -114,7 +114,7 @@ bench-cluster: deps
 ## same database is the ceiling. The normal tests run the same code at
 ## 2,000 orders.
 SEED_ORDERS ?= 100000
-bench-seed: deps
+bench-seed:
 	ORDERD_SEED_ORDERS=$(SEED_ORDERS) $(GO) test -run '^$$' -bench '^BenchmarkCluster_Seed$$' -benchtime 1x -timeout 60m ./cmd/orderd/
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
