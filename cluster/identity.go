@@ -108,10 +108,10 @@ func checkSettings(ctx context.Context, c Config, stream jetstream.Stream, kv je
 	return nil
 }
 
-// adoptLogID gives a log stream created before logs had ids one, changing
-// nothing else of its configuration, and returns the id the stream holds
+// adoptLogID gives a log stream without an id the id id, changing nothing
+// else of its configuration, and returns the id the stream holds
 // afterwards (another instance's, when it was quicker).
-func adoptLogID(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream) (string, error) {
+func adoptLogID(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	info, err := stream.Info(ctx)
@@ -121,7 +121,7 @@ func adoptLogID(ctx context.Context, js jetstream.JetStream, stream jetstream.St
 	if id := streamLogID(info.Config); id != "" {
 		return id, nil
 	}
-	if err := setLogID(ctx, js, info.Config, newLogID()); err != nil {
+	if err := setLogID(ctx, js, info.Config, id); err != nil {
 		return "", err
 	}
 	// Two instances adopting at once: the last update wins, and both

@@ -120,3 +120,43 @@ func TestNode_skipsForeignEntries(t *testing.T) {
 		t.Fatal("the instances' databases differ")
 	}
 }
+
+// TestNew_restoresLostLogID: a log stream whose id was dropped (an edit
+// that lost its metadata) takes back the id its databases follow, and they
+// start on it.
+func TestNew_restoresLostLogID(t *testing.T) {
+	nc := startNATS(t)
+	dir := t.TempDir()
+	a := startInstance(t, nc, "a", dir, 3*time.Second)
+	id := a.node.Status(t.Context()).Log
+	if _, err := a.st.Exec(t.Context(), openFinding("kept")); err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+	conn, err := nats.Connect(nc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, _ := jetstream.New(conn)
+	s, err := js.Stream(t.Context(), "ORDERD_LOG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.CachedInfo().Config
+	sc.Metadata = nil
+	if _, err := js.UpdateStream(t.Context(), sc); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ = js.Stream(t.Context(), "ORDERD_LOG"); s.CachedInfo().Config.Metadata["orderd_log_id"] != "" {
+		t.Skip("the server kept the metadata")
+	}
+	again := startInstance(t, nc, "a", dir, 3*time.Second)
+	if got := again.node.Status(t.Context()).Log; got != id {
+		t.Fatalf("the instance follows %q after the id was dropped, want %q", got, id)
+	}
+	s, _ = js.Stream(t.Context(), "ORDERD_LOG")
+	if got := s.CachedInfo().Config.Metadata["orderd_log_id"]; got != id {
+		t.Fatalf("the stream's id is %q, want %q back", got, id)
+	}
+}

@@ -117,18 +117,25 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 // seed makes such a database the start of a log. A database recording
 // another log's id is refused (*OtherLogError).
 func (n *Node) checkIdentity(ctx context.Context, seq uint64) (follow bool, err error) {
-	logID := streamLogID(n.stream.CachedInfo().Config)
-	if logID == "" {
-		if logID, err = adoptLogID(ctx, n.js, n.stream); err != nil {
-			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
-		}
-		n.cfg.Logger.Warn("the log had no id (created by an older orderd); it has one now", "log", logID)
-	}
-	n.logID = logID
 	have, err := n.store.LogID(ctx)
 	if err != nil {
 		return false, fmt.Errorf("cluster: %w", err)
 	}
+	logID := streamLogID(n.stream.CachedInfo().Config)
+	if logID == "" {
+		// A log created by an older orderd, or one whose metadata an
+		// edit dropped: it takes the id this database follows, if any,
+		// so that the databases of the log are not all refused.
+		id := have
+		if id == "" {
+			id = newLogID()
+		}
+		if logID, err = adoptLogID(ctx, n.js, n.stream, id); err != nil {
+			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
+		}
+		n.cfg.Logger.Warn("the log stream had no id; it has one now", "log", logID)
+	}
+	n.logID = logID
 	switch {
 	case have == logID:
 		return false, nil
