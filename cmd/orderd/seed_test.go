@@ -680,3 +680,26 @@ func TestClusterSeed_LostLog(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterCommand_Usage: orderd cluster needs a known subcommand and
+// no stray arguments; -h prints the seed's usage.
+func TestClusterCommand_Usage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no subcommand", []string{"cluster"}, 2, "a subcommand is required: seed"},
+		{"unknown subcommand", []string{"cluster", "sow"}, 2, `unknown subcommand "sow"`},
+		{"stray argument", []string{"cluster", "seed", "now"}, 2, `unexpected argument "now"`},
+		{"help", []string{"cluster", "seed", "-h"}, 0, "Usage: orderd cluster seed [-config FILE]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runOrderd(t, nil, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", r.code, r.stdout, r.stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
