@@ -122,9 +122,12 @@ bench-seed:
 vulncheck:
 	@GO=$(GO) .ci/vulncheck
 
-## sandbox: orderd on loopback with a fake provider and demo traffic.
-sandbox:
-	$(GO) run ./cmd/orderd sandbox
+## sandbox: orderd on loopback with a fake provider and demo traffic. The
+## built binary runs in make's place (exec), so Ctrl-C or kill -INT of its
+## pid (the banner prints it) stops it cleanly; go run would swallow the
+## signal. SANDBOX_FLAGS passes flags on (SANDBOX_FLAGS=-cluster).
+sandbox: build
+	exec bin/orderd sandbox $(SANDBOX_FLAGS)
 
 ## build: bin/orderd with the version and commit stamped in.
 build:

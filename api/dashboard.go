@@ -55,6 +55,12 @@ type DashboardConfig struct {
 	Version string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Started is when orderd started; zero means long ago. A rate over a
+	// window longer than the time since counts and divides over that time
+	// only: a window's minutes before the start saw no traffic and would
+	// dilute the rate, and deliveries an earlier run stored would inflate
+	// it.
+	Started time.Time
 	// Logger receives the dashboard's log lines; nil discards them.
 	Logger *slog.Logger
 	// ReadyTimeout bounds each readiness check; zero means 2 s.
@@ -127,6 +133,9 @@ type dashboardPage struct {
 
 	Rates    []rateRow
 	RatesErr string
+	// Uptime, when set, is how long orderd has been up, shorter than a
+	// window of the rates: those windows are over it.
+	Uptime string
 
 	Backlog    int64
 	OldestAge  string
@@ -226,14 +235,18 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	webhooks, events := rateRow{Name: "webhooks"}, rateRow{Name: "events"}
 	for _, win := range []time.Duration{5 * time.Minute, time.Hour} {
-		a, err := d.cfg.Store.Activity(ctx, now.Add(-win))
+		span := win
+		if up := now.Sub(d.cfg.Started); !d.cfg.Started.IsZero() && up < win {
+			span = max(up, time.Second)
+			p.Uptime = span.Truncate(time.Second).String()
+		}
+		a, err := d.cfg.Store.Activity(ctx, now.Add(-span))
 		if err != nil {
 			p.RatesErr = err.Error()
 			break
 		}
-		mins := int64(win / time.Minute)
-		webhooks.Cells = append(webhooks.Cells, rateCell{Count: a.Webhooks, PerMinute: perMinute(a.Webhooks, mins)})
-		events.Cells = append(events.Cells, rateCell{Count: a.Events, PerMinute: perMinute(a.Events, mins)})
+		webhooks.Cells = append(webhooks.Cells, rateCell{Count: a.Webhooks, PerMinute: perMinute(a.Webhooks, span)})
+		events.Cells = append(events.Cells, rateCell{Count: a.Events, PerMinute: perMinute(a.Events, span)})
 	}
 	p.Rates = []rateRow{webhooks, events}
 
@@ -366,10 +379,11 @@ func periodLabel(from, to time.Time) string {
 	return from.Format("2006-01-02 15:04:05") + " – " + to.Format("2006-01-02 15:04:05") + " UTC"
 }
 
-// perMinute writes n/minutes with two decimals (rounded down), in
-// integers.
-func perMinute(n, minutes int64) string {
-	hundredths := n * 100 / minutes
+// perMinute writes n per minute over span (whole seconds, at least one)
+// with two decimals (rounded down), in integers.
+func perMinute(n int64, span time.Duration) string {
+	secs := max(int64(span/time.Second), 1)
+	hundredths := n * 100 * 60 / secs
 	return fmt.Sprintf("%d.%02d", hundredths/100, hundredths%100)
 }
 

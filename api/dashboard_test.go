@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"orderd/api"
 	"orderd/provider"
@@ -83,6 +84,8 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 		`Written on schedule`,
 		`<li>2026-11-01: <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.html">HTML</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.csv">CSV</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02-summary.csv">CSV summary</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.json">JSON</a></li>`,
 		`<li>2026-10-31: <a href="/v1/reports/files/orderd-reconciliation-2026-10-31-2026-11-01.html">HTML</a>`,
+		// The column says which amount it shows.
+		`<th class="num" title="the amount the provider authorized for the order's own transaction (payin or payout); for an order created through orderd that the provider has not stated yet, the amount requested">Amount authorized</th>`,
 		// The order created through the gateway: the amount it asked for.
 		`<td class="num">55.00 brl <span class="muted" title="asked for when the order was created through orderd; the provider has not stated an amount yet">requested</span></td>`,
 	} {
@@ -156,6 +159,31 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 		}
 		html := string(b)
 		for _, want := range []string{`<p class="big bad">not ready</p>`, `<span class="bad">✗</span> nats: <span class="bad">connection refused</span>`} {
+			if !strings.Contains(html, want) {
+				t.Errorf("dashboard lacks %q", want)
+			}
+		}
+	})
+
+	// Started two minutes ago: both windows are over those two minutes,
+	// which saw one webhook (00:58:30) and its event. Divided by the
+	// windows, the rates would read 0.20 and 0.01 a minute; counted over
+	// the windows, the 00:56:00 webhook an earlier run stored would be in
+	// the 5-minute one.
+	t.Run("rates after a start", func(t *testing.T) {
+		started := s.clock.Now().Add(-2 * time.Minute)
+		dash, err := api.NewDashboard(api.DashboardConfig{Store: s.st, Now: s.clock.Now, Started: started})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		dash.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		html := rec.Body.String()
+		for _, want := range []string{
+			`<tr><td>webhooks</td><td class="num">1 <span class="muted">(0.50/min)</span></td><td class="num">1 <span class="muted">(0.50/min)</span></td></tr>`,
+			`<tr><td>events</td><td class="num">1 <span class="muted">(0.50/min)</span></td><td class="num">1 <span class="muted">(0.50/min)</span></td></tr>`,
+			"orderd has been up for 2m0s",
+		} {
 			if !strings.Contains(html, want) {
 				t.Errorf("dashboard lacks %q", want)
 			}

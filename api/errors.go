@@ -109,6 +109,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="orderd"`)
 		writeJSON(w, http.StatusUnauthorized, errorBody{Error: err.Error()})
+	case errors.Is(err, errClusterOff):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case errors.Is(err, errRouteNotFound):
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	case errors.Is(err, errMethodNotAllowed):

@@ -49,11 +49,11 @@ func (s *server) routes() []route {
 			route{Method: "GET", Pattern: ReportFilesPath, Handler: h},
 			route{Method: "GET", Pattern: ReportFilesPath + "/{name}", Handler: h})
 	}
-	if s.deps.Cluster != nil {
-		rs = append(rs,
-			route{Method: "GET", Pattern: "/v1/cluster", Handler: hf(s.handleCluster)},
-			route{Method: "POST", Pattern: "/v1/cluster/snapshot", Handler: hf(s.handleClusterSnapshot)})
-	}
+	// Served in both modes: in single-node mode they say that replicated
+	// mode is off rather than that no such route exists.
+	rs = append(rs,
+		route{Method: "GET", Pattern: "/v1/cluster", Handler: hf(s.handleCluster)},
+		route{Method: "POST", Pattern: "/v1/cluster/snapshot", Handler: hf(s.handleClusterSnapshot)})
 	if h := s.deps.Dashboard; h != nil {
 		rs = append(rs, route{Method: "GET", Pattern: "/", Handler: h})
 	}

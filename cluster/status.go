@@ -9,7 +9,13 @@ type Status struct {
 	Log     string `json:"log"`
 	Leader  string `json:"leader"`
 	Leading bool   `json:"leading"`
-	Term    uint64 `json:"term"`
+	// Term identifies the current lease: the lease bucket's revision at
+	// which its holder took it. A takeover always makes it larger, and
+	// the same term is the same lease, but it does not grow by one: every
+	// renewal writes the bucket too, so it jumps by the renewals in
+	// between (1 to 12 over one takeover is normal). Compare terms; do
+	// not count takeovers by their difference.
+	Term uint64 `json:"term"`
 	// LogLastSeq is the log's last sequence; AppliedSeq this instance's
 	// last applied one; Lag the difference.
 	LogLastSeq uint64        `json:"logLastSeq"`

@@ -40,6 +40,13 @@ type ConnConfig struct {
 	Metrics *Metrics
 	// State, when set, tracks whether the connection is up for readiness.
 	State *ConnState
+	// OnDown and OnUp, when set, are called as the connection goes down
+	// (with the error, nil for a clean close by the server) and comes back
+	// (with the server's redacted URL), after the connection first came
+	// up: for a command that tells a person watching it, as orderd tail
+	// does.
+	OnDown func(err error)
+	OnUp   func(url string)
 }
 
 // Connect dials NATS. It retries forever: unlimited reconnects and a retry
@@ -92,6 +99,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 			up(true)
+			if cfg.OnUp != nil {
+				cfg.OnUp(nc.ConnectedUrlRedacted())
+			}
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -100,6 +110,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 				log.Info("nats disconnected")
 			}
 			up(false)
+			if cfg.OnDown != nil {
+				cfg.OnDown(err)
+			}
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
 			log.Info("nats connection closed")

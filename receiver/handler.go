@@ -50,6 +50,10 @@ type Config struct {
 	// AckBudget bounds the time from having read a request's body to the
 	// store's commit; past it the answer is 503 so the provider retries.
 	AckBudget time.Duration
+	// LogRoutine logs accepted and repeated webhooks at info rather than
+	// debug, for a person watching (the sandbox). Off, a deployment logs
+	// only what needs a look: the store and the metrics keep the routine.
+	LogRoutine bool
 }
 
 // Store is what the handler needs of the store: the one write path for
@@ -90,6 +94,8 @@ type Handler struct {
 	now     func() time.Time
 	metrics *Metrics
 	hints   *rate.Limiter
+	// routine is the level of accepted and repeated webhooks' lines.
+	routine slog.Level
 
 	verifier atomic.Pointer[verifierBox]
 	allowed  atomic.Pointer[[]netip.Prefix]
@@ -116,6 +122,10 @@ func New(cfg Config, deps Deps) *Handler {
 		now:     deps.Now,
 		metrics: deps.Metrics,
 		hints:   rate.NewLimiter(pollHintRate, pollHintBurst),
+		routine: slog.LevelDebug,
+	}
+	if cfg.LogRoutine {
+		h.routine = slog.LevelInfo
 	}
 	if h.path == "" {
 		h.path = DefaultPath
@@ -282,9 +292,10 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
 		return storeFailure(r, rp, err)
 	}
 	// An applied webhook is routine: the store keeps it (deliveries, order
-	// history) and the metrics count it, so its line is debug. A stale one
-	// (an older state arriving late) is worth an info line.
-	rp.code, rp.level, rp.change, rp.eventID = http.StatusOK, slog.LevelDebug, res.Outcome, res.EventID
+	// history) and the metrics count it, so its line is debug (info with
+	// Config.LogRoutine). A stale one (an older state arriving late) is
+	// worth an info line.
+	rp.code, rp.level, rp.change, rp.eventID = http.StatusOK, h.routine, res.Outcome, res.EventID
 	switch res.Outcome {
 	case store.OutcomeDuplicate:
 		rp.outcome = OutcomeDuplicate

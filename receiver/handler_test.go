@@ -650,6 +650,32 @@ func TestHandler_ServeHTTP_Logs(t *testing.T) {
 	}
 }
 
+// TestHandler_ServeHTTP_LogRoutine: accepted and repeated webhooks log at
+// debug, so a deployment at info sees only what needs a look, and at info
+// with Config.LogRoutine, so a person watching the sandbox sees them.
+func TestHandler_ServeHTTP_LogRoutine(t *testing.T) {
+	for _, routine := range []bool{false, true} {
+		f := newFixture(t, receiver.Config{LogRoutine: routine})
+		body := newOrder(7, "completed").JSON()
+		sig := sign(t, f.key, body)
+		wantReply(t, f.do(request{body: body, sig: sig}), http.StatusOK, receiver.OutcomeAccepted)
+		wantReply(t, f.do(request{body: body, sig: sig}), http.StatusOK, receiver.OutcomeDuplicate)
+		want := `"level":"DEBUG"`
+		if routine {
+			want = `"level":"INFO"`
+		}
+		lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("LogRoutine %v: %d log lines, want 2:\n%s", routine, len(lines), f.logs)
+		}
+		for i, outcome := range []string{"accepted", "duplicate"} {
+			if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], `"outcome":"`+outcome+`"`) {
+				t.Errorf("LogRoutine %v: line %q; want %s, outcome %s", routine, lines[i], want, outcome)
+			}
+		}
+	}
+}
+
 // TestHandler_ServeHTTP_IdentityConflict: a signed order that contradicts a
 // stored identity is not applied but kept in quarantine, raised as a
 // finding and counted: another provider id under a known merchantOrderId,

@@ -46,6 +46,11 @@ func backupCommand() command {
 				if err := cfg.checkStorePath(true); err != nil {
 					return err
 				}
+				unlock, err := cfg.lockStore(lockBeside)
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true})
 				if err != nil {
 					return fmt.Errorf("open %s: %w", cfg.Store.Path, err)
@@ -129,15 +134,18 @@ func restoreCommandWith(hooks restoreHooks) command {
 				if live, err := os.Stat(cfg.Store.Path); err == nil && os.SameFile(fi, live) {
 					return e.usagef("-i %s is the database at store.path itself; restore from what orderd backup writes", *in)
 				}
-				unlock, err := store.Lock(cfg.Store.Path)
-				if errors.Is(err, store.ErrLocked) {
-					return cfg.errorf("store.path", "%s is open in a running orderd; stop it first", cfg.Store.Path)
-				}
+				unlock, err := cfg.lockStore(lockAlone)
 				if err != nil {
 					return err
 				}
 				defer unlock()
-				path := cfg.Store.Path
+				// The files replaced are those of the database store.path
+				// leads to: through a symbolic link, renaming the link would
+				// leave the database and its -wal where they are.
+				path, err := store.ResolvePath(cfg.Store.Path)
+				if err != nil {
+					return cfg.errorf("store.path", "%v", err)
+				}
 				// A rename would silently replace what an earlier restore
 				// kept, and a -wal or -shm left of it would be paired with the
 				// database kept now and corrupt it.
@@ -189,7 +197,10 @@ func restoreCommandWith(hooks restoreHooks) command {
 						"a power cut now could undo the restore; run sync(1) before starting orderd",
 						path, filepath.Dir(path), err)
 				}
-				fmt.Fprintf(e.Stdout, "restored %s from %s", path, *in)
+				fmt.Fprintf(e.Stdout, "restored %s from %s", cfg.Store.Path, *in)
+				if path != cfg.Store.Path {
+					fmt.Fprintf(e.Stdout, " (the database %s)", path)
+				}
 				if seq > 0 {
 					fmt.Fprintf(e.Stdout, " (log sequence %d)", seq)
 				}

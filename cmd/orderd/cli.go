@@ -70,7 +70,7 @@ type env struct {
 // LoadConfig loads, resolves and validates the config file for the daemon.
 // Its errors are *configError values, which exit with status 2.
 func (e *env) LoadConfig() (*Config, error) {
-	return e.LoadConfigFor(useAll)
+	return e.LoadConfigFor(useDaemon)
 }
 
 // LoadConfigFor is LoadConfig for a command that uses only some parts of

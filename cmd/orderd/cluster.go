@@ -12,6 +12,7 @@ import (
 	"orderd/cluster"
 	"orderd/provider"
 	"orderd/publish"
+	"orderd/store"
 )
 
 // clusterConfig is the cluster package's view of cluster.*.
@@ -31,7 +32,13 @@ func (d *daemon) clusterConfig() cluster.Config {
 
 // restoreSnapshot gives an instance with no database the newest snapshot.
 func (d *daemon) restoreSnapshot(ctx context.Context) error {
-	si, ok, err := cluster.RestoreSnapshot(ctx, d.nc, d.clusterConfig(), d.cfg.Store.Path)
+	// Into the file store.path leads to: renamed onto a symbolic link, the
+	// snapshot would replace the link rather than fill in its database.
+	path, err := store.ResolvePath(d.cfg.Store.Path)
+	if err != nil {
+		return d.cfg.errorf("store.path", "%v", err)
+	}
+	si, ok, err := cluster.RestoreSnapshot(ctx, d.nc, d.clusterConfig(), path)
 	if err != nil {
 		return fmt.Errorf("restore the newest snapshot into %s: %w", d.cfg.Store.Path, err)
 	}

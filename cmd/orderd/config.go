@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto"
 	"errors"
 	"fmt"
@@ -391,6 +392,10 @@ type configUse struct {
 	Admin bool
 	// NATS: the NATS token (run, tail).
 	NATS bool
+	// Files: the files the daemon opens as it starts, checked with the
+	// keys so that one run names every problem: provider.public_keys'
+	// PEM files and store.path's directory (run).
+	Files bool
 }
 
 // maxConfigBytes bounds the configuration file's size.
@@ -398,6 +403,10 @@ const maxConfigBytes = 1 << 20
 
 // useAll is what the daemon uses: everything.
 var useAll = configUse{Provider: true, PublicKeys: true, Admin: true, NATS: true}
+
+// useDaemon is what orderd run loads: everything, and the files it opens
+// as it starts.
+var useDaemon = configUse{Provider: true, PublicKeys: true, Admin: true, NATS: true, Files: true}
 
 // LoadConfig reads the YAML file at path, resolves secrets and validates
 // the result, for the daemon, which uses every part of it. getenv supplies
@@ -421,6 +430,10 @@ func LoadConfig(path string, getenv func(string) string) (*Config, error) {
 // their required keys may be missing.
 func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Config, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &configError{Problem: err.Error() + "; name the configuration file with -config FILE or " + envConfigPath +
+			" (config.example.yaml shows every key), or try orderd first against a fake provider, with no configuration: orderd sandbox"}
+	}
 	if err != nil {
 		return nil, &configError{Problem: err.Error()}
 	}
@@ -434,18 +447,83 @@ func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Con
 	if len(text) > maxConfigBytes {
 		return nil, &configError{File: path, Problem: fmt.Sprintf("more than %d KiB; a configuration is a few KiB", maxConfigBytes>>10)}
 	}
-	cfg, err := ParseConfig(bytes.NewReader(text))
-	if err != nil {
-		return nil, withFile(err, path)
+	cfg, parseErr := parseConfig(bytes.NewReader(text))
+	if cfg == nil {
+		return nil, withFile(parseErr, path)
 	}
+	// Every problem of the file in one run: a key that does not decode
+	// keeps its default, so the checks after it still see a whole
+	// configuration and report the rest.
 	cfg.file = path
-	if err := cfg.resolveSecrets(getenv, use); err != nil {
-		return nil, withFile(err, path)
+	errs := []error{parseErr, cfg.resolveSecrets(getenv, use), cfg.validate(use)}
+	if use.Files {
+		errs = append(errs, cfg.checkFiles())
 	}
-	if err := cfg.validate(use); err != nil {
+	if err := collectConfigErrors(errs); err != nil {
 		return nil, withFile(err, path)
 	}
 	return cfg, nil
+}
+
+// collectConfigErrors joins the problems found by each stage of loading,
+// in the order of their lines in the file (problems of keys the file does
+// not set, which have no line, last). A key that did not decode is named
+// once, for what is wrong with its value, not again by the checks that saw
+// its default in its place.
+func collectConfigErrors(stages []error) error {
+	var all []error
+	var flatten func(error)
+	flatten = func(err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				flatten(e)
+			}
+			return
+		}
+		all = append(all, err)
+	}
+	flatten(stages[0])
+	undecoded := len(all)
+	for _, st := range stages[1:] {
+		flatten(st)
+	}
+	keyOf := func(err error) string {
+		var ce *configError
+		if errors.As(err, &ce) {
+			return ce.Key
+		}
+		return ""
+	}
+	covered := func(key string) bool {
+		for _, e := range all[:undecoded] {
+			k := keyOf(e)
+			if k != "" && (key == k || strings.HasPrefix(key, k+".") || strings.HasPrefix(key, k+"[")) {
+				return true
+			}
+		}
+		return false
+	}
+	kept := all[:undecoded:undecoded]
+	for _, e := range all[undecoded:] {
+		if k := keyOf(e); k == "" || !covered(k) {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	lineOf := func(err error) int {
+		var ce *configError
+		if errors.As(err, &ce) && ce.Line > 0 {
+			return ce.Line
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(kept, func(a, b error) int { return cmp.Compare(lineOf(a), lineOf(b)) })
+	return errors.Join(kept...)
 }
 
 // withFile sets the file name on every configError in err.
@@ -549,22 +627,46 @@ func (c *Config) ProviderPublicKeys() ([]crypto.PublicKey, error) {
 		return nil, c.errorf("provider.public_keys", "missing (PEM files with the provider's webhook signing keys)")
 	}
 	var keys []crypto.PublicKey
+	var errs []error
 	for i, f := range c.Provider.PublicKeys {
 		key := fmt.Sprintf("provider.public_keys[%d]", i)
 		b, _, err := readSecretFile(f)
 		if err != nil {
-			return nil, c.errorf(key, "public key file: %v", err)
+			errs = append(errs, c.errorf(key, "public key file: %v", err))
+			continue
 		}
 		ks, err := provider.ParsePublicKeys(b)
 		if err != nil {
-			return nil, c.errorf(key, "public key file %s: %v", f, err)
+			errs = append(errs, c.errorf(key, "public key file %s: %v", f, err))
+			continue
 		}
 		keys = append(keys, ks...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if _, err := provider.NewVerifier(keys...); err != nil {
 		return nil, c.errorf("provider.public_keys", "%v", err)
 	}
 	return keys, nil
+}
+
+// checkFiles checks the files the daemon opens as it starts (configUse's
+// Files), each problem a *configError naming its key.
+func (c *Config) checkFiles() error {
+	var errs []error
+	// A missing list is validate's to report; an empty entry too.
+	if len(c.Provider.PublicKeys) > 0 && !slices.ContainsFunc(c.Provider.PublicKeys, func(k string) bool { return strings.TrimSpace(k) == "" }) {
+		if _, err := c.ProviderPublicKeys(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Store.Path != "" {
+		if err := c.checkStorePath(false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkStorePath makes a store.path that cannot be opened a configuration
@@ -648,7 +750,9 @@ func (c *Config) validate(use configUse) error {
 	} else {
 		httpURL("provider.base_url", p.BaseURL)
 	}
-	if p.APIKey == "" && use.Provider {
+	// With api_key_file set, an empty key is the file's problem, which
+	// loading names under api_key_file.
+	if p.APIKey == "" && use.Provider && p.APIKeyFile == "" {
 		add("provider.api_key", "missing (set provider.api_key_file or %s)", envProviderAPIKey)
 	}
 	if len(p.PublicKeys) == 0 && use.PublicKeys {
@@ -1017,6 +1121,18 @@ func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }
 // the key's full path and line. It does not resolve secrets or validate;
 // LoadConfig does both.
 func ParseConfig(r io.Reader) (*Config, error) {
+	cfg, err := parseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parseConfig is ParseConfig that also returns what it decoded when some
+// keys did not decode (those keep their defaults), so that loading can go
+// on to report the file's other problems; the Config is nil only when the
+// text is not YAML at all.
+func parseConfig(r io.Reader) (*Config, error) {
 	cfg := DefaultConfig()
 	cfg.lines = map[string]int{}
 	dec := yaml.NewDecoder(r)
@@ -1043,10 +1159,7 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	}
 	d := &decoder{lines: cfg.lines}
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
-	}
-	return cfg, nil
+	return cfg, errors.Join(d.errs...)
 }
 
 // decoder walks a YAML node tree into a Go value by the yaml struct tags,

@@ -499,14 +499,23 @@ nats:
 	}
 }
 
-// TestConfigExample checks that config.example.yaml parses and validates,
-// sets every key orderd knows, and shows each key's true default.
+// TestConfigExample checks that config.example.yaml, with the provider's
+// API root the operator must supply filled in, parses and validates, sets
+// every key orderd knows, and shows each key's true default.
 func TestConfigExample(t *testing.T) {
-	path := filepath.Join("..", "..", "config.example.yaml")
+	example, err := os.ReadFile(filepath.Join("..", "..", "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := strings.Replace(string(example), `base_url: ""`, "base_url: https://api.provider.example", 1)
+	if filled == string(example) {
+		t.Fatal(`config.example.yaml has no line base_url: ""`)
+	}
+	path := writeFile(t, t.TempDir(), "config.yaml", filled)
 	env := map[string]string{"ORDERD_PROVIDER_API_KEY": "example-key"}
 	cfg, err := LoadConfig(path, func(k string) string { return env[k] })
 	if err != nil {
-		t.Fatalf("LoadConfig(config.example.yaml): %v", err)
+		t.Fatalf("LoadConfig(config.example.yaml with base_url set): %v", err)
 	}
 
 	for _, key := range yamlKeys(reflect.TypeFor[Config](), "") {
@@ -622,6 +631,13 @@ func TestRun_ConfigErrors(t *testing.T) {
 		path := filepath.Join(dir, "absent.yaml")
 		r := runOrderd(t, nil, nil, "run", "-config", path)
 		assertConfigFailure(t, r, "", "open "+path+": no such file or directory")
+		// Where a configuration comes from, and how to try orderd
+		// without one.
+		for _, w := range []string{"-config FILE", "ORDERD_CONFIG", "orderd sandbox"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("stderr does not name %s:\n%s", w, r.stderr)
+			}
+		}
 	})
 	t.Run("flag beats environment", func(t *testing.T) {
 		bad := writeFile(t, dir, "flag.yaml", withLines("log:\n  level: loud"))
@@ -680,6 +696,85 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n%s\nthen\n%s", first, second)
 		}
 	})
+}
+
+// TestConfigExample_unchanged: the example used as it is installed
+// (copied to config.yaml, the API key in the environment) does not start:
+// it exits 2 naming provider.base_url, the value only the operator can
+// supply, rather than run against a made-up provider.
+func TestConfigExample_unchanged(t *testing.T) {
+	path, err := filepath.Abs(filepath.Join("..", "..", "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ORDERD_PROVIDER_API_KEY": "example-key"}
+	_, err = LoadConfig(path, func(k string) string { return env[k] })
+	var ce *configError
+	if !errors.As(err, &ce) || ce.Key != "provider.base_url" || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("LoadConfig(config.example.yaml) = %v; want one error, naming provider.base_url", err)
+	}
+	r := runOrderd(t, env, nil, "run", "-config", path)
+	assertConfigFailure(t, r, path, "provider.base_url: missing")
+}
+
+// TestRun_ConfigErrorsTogether: every problem of a configuration file is
+// named in one run, each with its key and line, in the file's order: a
+// value of the wrong type, an invalid value, a missing secret, a key file
+// that is not there and a store directory that is not there.
+func TestRun_ConfigErrorsTogether(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
+  base_url: https://p.example
+  timeout: "5"
+  api_key_file: %[1]s/absent-key
+  public_keys: [%[1]s/absent.pem]
+reconcile:
+  schedules:
+    stale: "every minute"
+store:
+  path: %[1]s/absent-dir/orderd.db
+receiver:
+  listen: x
+`, dir))
+	r := runOrderd(t, nil, nil, "run", "-config", path)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", r.code, r.stderr)
+	}
+	want := []string{
+		`line 3: provider.timeout: "5" is not a duration`,
+		"line 4: provider.api_key_file: ",
+		"line 5: provider.public_keys[0]: public key file: ",
+		`line 8: reconcile.schedules.stale: "every minute" is not a cron spec`,
+		"line 10: store.path: directory " + dir + "/absent-dir does not exist",
+		`line 12: receiver.listen: "x" is not host:port`,
+	}
+	at := 0
+	for _, w := range want {
+		i := strings.Index(r.stderr[at:], w)
+		if i < 0 {
+			t.Errorf("stderr does not say %q (after the ones before it):\n%s", w, r.stderr)
+			continue
+		}
+		at += i + len(w)
+	}
+	// The missing key file is named once, not again as a missing key.
+	if strings.Contains(r.stderr, "provider.api_key:") {
+		t.Errorf("stderr names provider.api_key as well as its file:\n%s", r.stderr)
+	}
+}
+
+// TestLoadConfig_undecodedKeyNamedOnce: a key whose value does not
+// decode is named for that, not again by a check that saw its default.
+func TestLoadConfig_undecodedKeyNamedOnce(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "config.yaml", `provider:
+  base_url: https://p.example
+  api_key: k
+  public_keys: 5
+`)
+	_, err := LoadConfig(path, func(string) string { return "" })
+	if err == nil || strings.Count(err.Error(), "provider.public_keys") != 1 || !strings.Contains(err.Error(), "want a list") {
+		t.Errorf("LoadConfig = %v; want provider.public_keys named once, for its value", err)
+	}
 }
 
 // A configuration file far larger than any configuration (a YAML parser's

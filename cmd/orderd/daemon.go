@@ -33,6 +33,9 @@ type daemon struct {
 	cfg *Config
 	log *slog.Logger
 	now func() time.Time
+	// started is when this process started the daemon: rates over a
+	// window longer than its uptime are over the uptime.
+	started time.Time
 
 	store    *store.Store
 	embedded *publish.Embedded
@@ -72,6 +75,9 @@ type daemonOptions struct {
 	// The sandbox binds its preferred port or any free one and hands the
 	// listener over, so that nothing can take the port in between.
 	receiverLn, adminLn net.Listener
+	// logRoutine logs accepted and repeated webhooks at info (the
+	// sandbox, for a person watching), not debug.
+	logRoutine bool
 }
 
 // startServer starts srv on ln when the caller bound one, else on its
@@ -86,7 +92,7 @@ func startServer(srv *receiver.Server, ln net.Listener) error {
 // startDaemon opens every part of orderd and starts serving. On error,
 // whatever was started is stopped again.
 func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts daemonOptions) (_ *daemon, err error) {
-	d := &daemon{cfg: cfg, log: logger, now: time.Now, registry: prometheus.NewRegistry()}
+	d := &daemon{cfg: cfg, log: logger, now: time.Now, started: time.Now(), registry: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -105,8 +111,8 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if err := cfg.checkStorePath(false); err != nil {
 		return nil, err
 	}
-	if d.unlock, err = store.Lock(cfg.Store.Path); err != nil {
-		return nil, cfg.errorf("store.path", "%v (another orderd runs on it?)", err)
+	if d.unlock, err = cfg.lockStore(lockOwner); err != nil {
+		return nil, err
 	}
 	replicated := cfg.Cluster.Enabled
 
@@ -197,6 +203,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		TrustedProxies: cfg.Receiver.TrustedProxies,
 		MaxBodyBytes:   maxBody,
 		AckBudget:      cfg.Receiver.AckBudget,
+		LogRoutine:     opts.logRoutine,
 	}, receiver.Deps{
 		Store:    d.store,
 		Verifier: verifier,

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 
 	"orderd/store"
 )
@@ -25,6 +27,12 @@ func migrateCommand() command {
 				if err := cfg.checkStorePath(false); err != nil {
 					return err
 				}
+				// A running orderd's schema must not change under it.
+				unlock, err := cfg.lockStore(lockAlone)
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				if err := store.Migrate(ctx, cfg.Store.Path); err != nil {
 					return cfg.storeError(err)
 				}
@@ -33,6 +41,58 @@ func migrateCommand() command {
 			}
 		},
 	}
+}
+
+// storeLock is how a command holds the database (see store.Lock and
+// store.LockUse).
+type storeLock int
+
+const (
+	// lockOwner: the daemon, one per database, beside the commands that
+	// work beside it.
+	lockOwner storeLock = iota
+	// lockAlone: restore and migrate, which must have the database to
+	// themselves.
+	lockAlone
+	// lockBeside: backup, report and reconcile, which work beside the
+	// daemon and each other, never beside a restore or a migrate.
+	lockBeside
+)
+
+// lockStore takes the database's locks (on the file every path to it
+// resolves to) as how says; a database another process holds is a
+// configuration error naming store.path.
+func (c *Config) lockStore(how storeLock) (release func() error, err error) {
+	var releases []func() error
+	release = func() error {
+		var errs []error
+		for _, r := range slices.Backward(releases) {
+			errs = append(errs, r())
+		}
+		return errors.Join(errs...)
+	}
+	take := func(r func() error, err error, hint string) error {
+		if errors.Is(err, store.ErrLocked) {
+			return c.errorf("store.path", "%s%s", strings.TrimPrefix(err.Error(), "store: "), hint)
+		}
+		if err != nil {
+			return c.errorf("store.path", "%v", err)
+		}
+		releases = append(releases, r)
+		return nil
+	}
+	if how != lockBeside {
+		r, err := store.Lock(c.Store.Path)
+		if err := take(r, err, " (an orderd runs on it, or a restore or a migrate does); stop it or wait for it first"); err != nil {
+			return nil, err
+		}
+	}
+	r, err := store.LockUse(c.Store.Path, how == lockAlone)
+	if err := take(r, err, "; try again once it is done"); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
 }
 
 // storeError is what a command returns when opening the store (Open or

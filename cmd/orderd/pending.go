@@ -20,7 +20,9 @@ func pending(needsConfig bool, check func(e *env) error) func(ctx context.Contex
 			}
 		}
 		if needsConfig {
-			if _, err := e.LoadConfig(); err != nil {
+			// Every key, but none of the daemon's files: the command
+			// opens nothing yet.
+			if _, err := e.LoadConfigFor(useAll); err != nil {
 				return err
 			}
 		}

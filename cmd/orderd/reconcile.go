@@ -71,6 +71,11 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 	if err := cfg.checkStorePath(false); err != nil {
 		return err
 	}
+	unlock, err := cfg.lockStore(lockBeside)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	st, err := store.Open(ctx, cfg.Store.Path, store.Options{
 		Logger:     logger.With("component", "store"),
 		CheckAfter: cfg.Reconcile.StaleAfter,

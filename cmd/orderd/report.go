@@ -58,6 +58,11 @@ func reportCommand() command {
 				if err != nil {
 					return err
 				}
+				unlock, err := cfg.lockStore(lockBeside)
+				if err != nil {
+					return err
+				}
+				defer unlock()
 				st, err := store.Open(ctx, cfg.Store.Path, store.Options{ReadOnly: true, Logger: lg.Logger.With("component", "store")})
 				if err != nil {
 					return cfg.storeError(err)
@@ -100,6 +105,7 @@ func wireReports(d *daemon, deps *api.Deps) error {
 		ReportFiles: files,
 		Version:     versionInfo(version, commit, info).Version,
 		Now:         d.now,
+		Started:     d.started,
 		Logger:      d.log.With("component", "dashboard"),
 	})
 	if err != nil {

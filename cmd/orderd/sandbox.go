@@ -140,7 +140,7 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 		if err != nil {
 			return err
 		}
-		err = serve(ctx, e, cfg, lg, daemonOptions{receiverLn: recvLn, adminLn: adminLn}, func(ctx context.Context, d *daemon) error {
+		err = serve(ctx, e, cfg, lg, daemonOptions{receiverLn: recvLn, adminLn: adminLn, logRoutine: true}, func(ctx context.Context, d *daemon) error {
 			if bound := strings.TrimPrefix(d.natsURL, "nats://"); bound != natsListen {
 				// The config names the port NATS really took, so that
 				// "orderd tail -config" finds it.
@@ -264,7 +264,7 @@ func selfCommand() string {
 func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath string, orphanDB bool) {
 	self := selfCommand()
 	dir := filepath.Dir(cfgPath)
-	fmt.Fprintf(w, `orderd sandbox is running. Ctrl-C stops it.
+	fmt.Fprintf(w, `orderd sandbox is running (pid %d). Ctrl-C or kill -INT %d stops it.
 
   fake provider   %s  (API key %q)
   webhooks        http://%s%s
@@ -281,11 +281,12 @@ Look up an order:  curl -s http://%s/v1/orders/<merchantOrderId>
 Run the reconciler now:  %s reconcile -config %s
 Report for today:  %s report -config %s -from %s -to %s -format html -o report.html
 
-`, fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
+`, os.Getpid(), os.Getpid(), fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
 		d.natsURL, d.cfg.NATS.Stream, d.cfg.NATS.SubjectPrefix, d.cfg.Store.Path, cfgPath,
 		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL,
 		d.admin.Addr(), self, cfgPath, self, cfgPath,
 		time.Now().UTC().Format(time.DateOnly), time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly))
+	fmt.Fprint(w, sandboxFaults(true))
 	if fake.Restored() {
 		fmt.Fprintf(w, `Restarted: the database, the NATS stream and the fake provider's books
 (%s) are as the last run left them; webhooks that were still
@@ -308,6 +309,36 @@ directory to start clean.
 
 `, dir)
 	}
+}
+
+// sandboxFaults is the banner's list of what the sandbox does wrong on
+// purpose, so that the warnings and findings it causes read as the demo
+// they are, not as a broken install. routineAtInfo: accepted and repeated
+// webhooks are logged at info (the single-node sandbox), not only the
+// stale ones.
+func sandboxFaults(routineAtInfo bool) string {
+	logged := `The receiver logs the late older
+    states at info as "outcome":"stale"; they change nothing.`
+	if routineAtInfo {
+		logged = `Each is logged at info:
+    "outcome":"accepted" changed the order, "duplicate" was a repeat,
+    "stale" an older state arriving late; neither of the last two changes
+    anything.`
+	}
+	return `On purpose, to show how orderd copes (none of this is a fault of orderd):
+  - The fake provider sends webhooks late (up to 10s), about a third of
+    them twice, and the state before each final one after it. ` + logged + `
+  - One creation in eight through the gateway is made at the provider but
+    answered 500: a WARN "gateway creation in doubt ... unexpected HTTP
+    status 500", the answer is in_doubt, and the doubt job settles it within
+    about 20s.
+  - One order in eight is created with no webhook at all; orderd watches it
+    because the demo asks it to, and the stale job's poll learns its end.
+  - At a fresh start, 12.34 brl leave the provider's balance with no order
+    behind them: the balances job opens a balance_drift finding for it (red
+    on the dashboard), as it would for money really missing.
+
+`
 }
 
 // demoTraffic drives the sandbox the way a merchant platform and its
@@ -338,6 +369,7 @@ func (g *demoTraffic) run(ctx context.Context) {
 		// job has a drift to find and explain as unexplained. Only on a
 		// fresh start: a restart moves no money.
 		_ = g.fake.AdjustBalance("brl", "-12.34")
+		g.log.Info("demo: moved 12.34 brl out of the provider's balance with no order behind it, on purpose; the balances job opens a balance_drift finding for it")
 	}
 	t := time.NewTicker(g.every)
 	defer t.Stop()
@@ -393,6 +425,7 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		// The provider creates the order but answers 500: the gateway
 		// answers in_doubt and the doubt job settles it as created.
 		_ = g.fake.InjectFault(providertest.Fault{Endpoint: providertest.PathPaymentCreate, Kind: providertest.FailAfter})
+		g.log.Info("demo: the provider answers this creation 500 on purpose, after making it; the gateway answers in_doubt and the doubt job settles it", "merchant_order_id", id)
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
 		}

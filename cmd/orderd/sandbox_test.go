@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -171,5 +173,40 @@ func TestSandbox_Restart(t *testing.T) {
 	}
 	if strings.Contains(s.stderr.String(), "ORDER_NOT_FOUND") {
 		t.Errorf("the restarted sandbox polled orders the provider does not know:\n%s", s.stderr)
+	}
+}
+
+// TestSandbox_SaysWhatItDoesOnPurpose: the banner names the faults the
+// sandbox injects on purpose, and an accepted webhook shows in the log at
+// the sandbox's level (info), not only at debug.
+func TestSandbox_SaysWhatItDoesOnPurpose(t *testing.T) {
+	s := startSandbox(t, filepath.Join(t.TempDir(), "sb"))
+	for _, want := range []string{
+		"On purpose",
+		"twice",
+		"gateway creation in doubt",
+		"unexpected HTTP\n    status 500",
+		"balance_drift",
+		`"outcome":"accepted"`,
+		`"stale"`,
+		// Its own pid, which a signal must reach (not go run's).
+		fmt.Sprintf("kill -INT %d", os.Getpid()),
+	} {
+		if !strings.Contains(s.banner, want) {
+			t.Errorf("the banner does not say %q:\n%s", want, s.banner)
+		}
+	}
+	code, body := do(t, "POST", "http://"+s.admin+"/v1/payins", "",
+		`{"merchantOrderId":"sb-info","invoice":{"amount":"10.00","currency":"brl"},"client":{"name":"Test"}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", s.fake+"/_control/complete", s.fkey, `{"merchantOrderId":"sb-info"}`); code != http.StatusOK {
+		t.Fatalf("complete: %d %s", code, body)
+	}
+	s.waitStatus(t, "sb-info", "completed")
+	accepted := regexp.MustCompile(`(?mi)^.*"level":"info".*"msg":"webhook".*"outcome":"accepted".*"merchant_order_id":"sb-info".*$`)
+	if !accepted.MatchString(s.stderr.String()) {
+		t.Errorf("no info line for the accepted webhook of sb-info:\n%s", s.stderr)
 	}
 }

@@ -72,12 +72,11 @@ func seedLog(ctx context.Context, e *env) error {
 	if err := cfg.checkStorePath(true); err != nil {
 		return err
 	}
-	unlock, err := store.Lock(cfg.Store.Path)
-	if errors.Is(err, store.ErrLocked) {
-		return cfg.errorf("store.path", "%s is open in a running orderd; stop it first (the seed must be the database's last state before the log)", cfg.Store.Path)
-	}
+	// The seed is the database's last state before the log: nothing may
+	// have it open, as for a restore or a migrate.
+	unlock, err := cfg.lockStore(lockAlone)
 	if err != nil {
-		return cfg.errorf("store.path", "%v", err)
+		return err
 	}
 	defer unlock()
 	lg, err := e.NewLogging(cfg.Log)

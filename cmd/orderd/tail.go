@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 
 	"orderd/publish"
 )
@@ -55,11 +56,34 @@ func tailCommand() command {
 				if name == "" {
 					name = "ORDERD"
 				}
+				// Events go to standard output; what happens to the
+				// connection goes to standard error, so that a person
+				// watching knows why events stopped, and when they resume.
+				var closing atomic.Bool // a close of ours is no news
+				cc.OnDown = func(err error) {
+					if closing.Load() {
+						return
+					}
+					why := ""
+					if err != nil {
+						why = " (" + err.Error() + ")"
+					}
+					fmt.Fprintf(e.Stderr, "orderd tail: lost the connection to NATS%s; reconnecting, events resume when it is back\n", why)
+				}
+				cc.OnUp = func(url string) {
+					if closing.Load() {
+						return
+					}
+					fmt.Fprintf(e.Stderr, "orderd tail: reconnected to NATS at %s\n", url)
+				}
 				nc, err := publish.Connect(ctx, cc)
 				if err != nil {
 					return err
 				}
-				defer nc.Close()
+				defer func() {
+					closing.Store(true)
+					nc.Close()
+				}()
 				// Connect keeps retrying in the background, as the daemon
 				// wants; a reader wants to hear at once that nobody is
 				// there, rather than a client error from its first request.
