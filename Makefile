@@ -32,7 +32,8 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed vulncheck rules-test
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed vulncheck rules-test \
+	node-deps asyncapi-check consumers-check
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -60,6 +61,25 @@ systemd-verify: build
 ## metric names against a running orderd.
 rules-test:
 	cd monitoring && promtool check rules *.rules.yml && promtool test rules orderd.rules.test.yml
+
+## node-deps: node and npm, for the AsyncAPI check and the Node consumer
+## (from Debian when either is missing).
+node-deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || .ci/install-deps nodejs:node npm:npm
+
+## asyncapi-check: api/asyncapi.yaml validated by the AsyncAPI project's own
+## parser (@asyncapi/parser, pinned by api/asyncapi-check/package-lock.json;
+## install scripts are not run).
+asyncapi-check: node-deps
+	cd api/asyncapi-check && npm ci --no-audit --no-fund --ignore-scripts && node check.mjs ../asyncapi.yaml
+
+## consumers-check: the example consumers (examples/consumers/go and
+## examples/consumers/node, npm ci from its lockfile) against "orderd
+## sandbox", each crashed once midway and started again: every event handled
+## exactly once, in order per order (test/consumers; about 20s).
+consumers-check: node-deps
+	$(GO) vet -tags consumers ./test/consumers/
+	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck

@@ -1,16 +1,20 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"orderd/api"
 	"orderd/provider"
@@ -38,6 +42,7 @@ func TestAPI_auth(t *testing.T) {
 		{"resend without token", "POST", "/v1/outbox/resend", "-", 401},
 		{"listing without token", "GET", "/v1/attempts?state=in_doubt", "-", 401},
 		{"openapi without token", "GET", "/v1/openapi.json", "-", 401},
+		{"asyncapi without token", "GET", "/v1/asyncapi.yaml", "-", 401},
 		{"healthz is public", "GET", "/healthz", "-", 200},
 		{"readyz is public", "GET", "/readyz", "-", 200},
 		{"metrics is public", "GET", "/metrics", "-", 200},
@@ -137,6 +142,7 @@ func TestAPI_readyz(t *testing.T) {
 	}
 	t.Run("a closed store is not ready", func(t *testing.T) {
 		e := newEnv(t, setup{})
+		noEventCheck(t)
 		// Closing twice is harmless; the cleanup's close then finds it closed.
 		if err := e.store.Close(t.Context()); err != nil {
 			t.Fatal(err)
@@ -373,6 +379,7 @@ func TestAPI_listAttempts(t *testing.T) {
 
 func TestAPI_listFindings(t *testing.T) {
 	e := newEnv(t, setup{})
+	noEventCheck(t) // its findings and events are made up here
 	err := e.store.Write(t.Context(), func(tx *store.Tx) error {
 		if _, _, err := tx.OpenFinding(store.FindingStuckOrder, "o-1", map[string]string{"why": "processing for 3 days"}); err != nil {
 			return err
@@ -436,6 +443,7 @@ func TestAPI_listFindings(t *testing.T) {
 // many; with none set aside it changes nothing.
 func TestAPI_outboxResend(t *testing.T) {
 	e := newEnv(t, setup{})
+	noEventCheck(t) // its findings and events are made up here
 	r := e.post("/v1/outbox/resend", "")
 	wantStatus(t, r, http.StatusOK)
 	if got := r.json(t)["requeued"]; got != float64(0) {
@@ -638,6 +646,40 @@ func TestAPI_openAPI(t *testing.T) {
 	}
 	if len(routes) < 16 {
 		t.Errorf("the route table has %d routes; did it lose some?", len(routes))
+	}
+}
+
+func TestAPI_asyncAPI(t *testing.T) {
+	e := newEnv(t, setup{})
+	r := e.get("/v1/asyncapi.yaml")
+	wantStatus(t, r, http.StatusOK)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/yaml") {
+		t.Errorf("Content-Type = %q, want application/yaml", ct)
+	}
+	onDisk, err := os.ReadFile("asyncapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.body, onDisk) {
+		t.Errorf("served document differs from api/asyncapi.yaml (%d bytes, want %d)", len(r.body), len(onDisk))
+	}
+	var doc struct {
+		AsyncAPI   string `yaml:"asyncapi"`
+		Components struct {
+			Schemas map[string]any `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(r.body, &doc); err != nil {
+		t.Fatalf("the document is not YAML: %v", err)
+	}
+	if !strings.HasPrefix(doc.AsyncAPI, "3.0") {
+		t.Errorf("asyncapi = %q, want 3.0.x", doc.AsyncAPI)
+	}
+	// The schemas dataschema names for an order and a finding are there.
+	for _, name := range []string{"Order", "NotCreatedAttempt", "StuckOrderFinding"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("components/schemas lacks %s", name)
+		}
 	}
 }
 

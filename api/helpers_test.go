@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"orderd/api"
+	"orderd/internal/eventschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
+	"orderd/publish"
 	"orderd/store"
 )
 
@@ -69,6 +72,10 @@ func newEnv(t testing.TB, su setup) *env {
 			t.Errorf("close store: %v", err)
 		}
 	})
+	if tt, ok := t.(*testing.T); ok {
+		// Runs before the store closes (cleanups run last first).
+		t.Cleanup(func() { checkEvents(tt, st) })
+	}
 	e.store = st
 	if su.timeout == 0 {
 		su.timeout = 5 * time.Second
@@ -205,4 +212,50 @@ func field(m map[string]any, path string) any {
 		cur = obj[p]
 	}
 	return cur
+}
+
+var (
+	schemaOnce sync.Once
+	schemas    *eventschema.Validator
+	schemaErr  error
+	// unchecked holds the tests checkEvents leaves alone: those that queue
+	// events of their own making (findings with made-up details, events of
+	// made-up types) to exercise the API around them, and those that close
+	// their store on purpose.
+	unchecked sync.Map
+)
+
+// noEventCheck says that t's outbox is not for checkEvents: its events are
+// made up by the test, or its store is closed before the test ends.
+func noEventCheck(t *testing.T) { unchecked.Store(t, true) }
+
+// checkEvents encodes every event in st's outbox as the relay would publish
+// it and checks it against the AsyncAPI document as published: the
+// gateway's creation answers among them.
+func checkEvents(t *testing.T, st *store.Store) {
+	t.Helper()
+	if _, ok := unchecked.Load(t); ok {
+		return
+	}
+	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
+	if schemaErr != nil {
+		t.Fatalf("asyncapi document: %v", schemaErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := st.PendingEvents(ctx, 0, 100000)
+	if err != nil {
+		t.Errorf("check events: %v", err)
+		return
+	}
+	for _, ev := range evs {
+		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
+		if err != nil {
+			t.Errorf("encode %s: %v", ev.Type, err)
+			continue
+		}
+		if _, err := schemas.Check(payload); err != nil {
+			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
+		}
+	}
 }

@@ -17,3 +17,21 @@ func (s *server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(openAPI)
 }
+
+// asyncAPI is the AsyncAPI 3.0 document of the events orderd publishes to
+// NATS; every event's dataschema points into it.
+//
+//go:embed asyncapi.yaml
+var asyncAPI []byte
+
+// AsyncAPI returns the AsyncAPI document of the events, as served at
+// GET /v1/asyncapi.yaml, for tests and tools that check events against it.
+func AsyncAPI() []byte { return append([]byte(nil), asyncAPI...) }
+
+// handleAsyncAPI is GET /v1/asyncapi.yaml.
+func (s *server) handleAsyncAPI(w http.ResponseWriter, r *http.Request) {
+	// application/yaml is the media type RFC 9512 registers for YAML.
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(asyncAPI)
+}

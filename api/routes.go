@@ -27,6 +27,7 @@ func (s *server) routes() []route {
 		{Method: "GET", Pattern: "/readyz", Public: true, Handler: hf(s.handleReadyz)},
 		{Method: "GET", Pattern: "/metrics", Public: true, Handler: s.metricsHandler()},
 		{Method: "GET", Pattern: "/v1/openapi.json", Handler: hf(s.handleOpenAPI)},
+		{Method: "GET", Pattern: "/v1/asyncapi.yaml", Handler: hf(s.handleAsyncAPI)},
 
 		{Method: "GET", Pattern: "/v1/orders", Handler: hf(s.handleListOrders)},
 		{Method: "GET", Pattern: "/v1/orders/{merchantOrderId}", Handler: hf(s.handleGetOrder)},

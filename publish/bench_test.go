@@ -77,7 +77,7 @@ func rawMsgs(b *testing.B, prefix, tag string, n int) ([]*nats.Msg, []string) {
 			Seq: int64(j + 1), ID: ids[j], Type: "order.processing", Subject: "orders.payin.processing",
 			EventSubject: o.id, Time: time.Now(), MerchantOrderID: o.mid, LearnedVia: store.SourcePoll,
 			Data: o.raw("processing", false),
-		}, prefix, "orderd")
+		}, prefix, "orderd", publish.DefaultSchemaURL)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -16,6 +17,70 @@ const DefaultPrefix = "orderd"
 
 // SpecVersion is the CloudEvents version of every event orderd publishes.
 const SpecVersion = "1.0"
+
+// DefaultSchemaURL is where the admin listener serves the AsyncAPI document
+// of the events at its default address; each event's dataschema is this
+// URL (or the configured one) with a fragment naming its data's schema.
+const DefaultSchemaURL = "http://127.0.0.1:8081/v1/asyncapi.yaml"
+
+// schemasPointer leads the fragment of every dataschema: the JSON pointer
+// to the schemas of the AsyncAPI document (api/asyncapi.yaml).
+const schemasPointer = "#/components/schemas/"
+
+// SchemaName is the name, under components/schemas of the AsyncAPI
+// document, of the schema of an event type's data: "Order" for every
+// order state ("order.<status>", "order.updated"), "NotCreatedAttempt" for
+// "order.not_created", and "<Kind>Finding" for "reconcile.<kind>"
+// ("reconcile.stuck_order" is "StuckOrderFinding"); empty for a type
+// orderd does not make. It is derived from the type alone, when the event
+// is encoded, so the outbox rows, their ids and the replicated log stay as
+// they were, events queued before an upgrade carry it too, and every
+// instance names the same schema.
+func SchemaName(eventType string) string {
+	switch {
+	case eventType == store.EventOrderNotCreated:
+		return "NotCreatedAttempt"
+	case strings.HasPrefix(eventType, "order.") && len(eventType) > len("order."):
+		return "Order"
+	case strings.HasPrefix(eventType, "reconcile.") && len(eventType) > len("reconcile."):
+		kind := eventType[len("reconcile."):]
+		if store.SubjectToken(kind) != kind {
+			return "" // not a kind orderd writes (those are subject tokens)
+		}
+		var b strings.Builder
+		for word := range strings.SplitSeq(kind, "_") {
+			if word == "" {
+				continue
+			}
+			b.WriteString(strings.ToUpper(word[:1]))
+			b.WriteString(word[1:])
+		}
+		b.WriteString("Finding")
+		return b.String()
+	}
+	return ""
+}
+
+// ValidateSchemaURL reports whether u can lead every event's dataschema:
+// CloudEvents wants an absolute URI there, and the fragment is orderd's.
+func ValidateSchemaURL(u string) error {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return fmt.Errorf("schema URL: %w", err)
+	case !p.IsAbs():
+		return fmt.Errorf("schema URL %q is not absolute (it needs a scheme, e.g. https://)", u)
+	case strings.Contains(u, "#"):
+		return fmt.Errorf("schema URL %q has a fragment; each event adds its own", u)
+	case len(u) > MaxSchemaURLLen:
+		return fmt.Errorf("schema URL is %d bytes long; at most %d", len(u), MaxSchemaURLLen)
+	}
+	return nil
+}
+
+// MaxSchemaURLLen bounds the schema URL, which every event carries, well
+// inside the room EventOverhead leaves for the envelope.
+const MaxSchemaURLLen = 512
 
 // ErrInvalidEvent is wrapped by EncodeEvent when an outbox row cannot become
 // a CloudEvent. Such a row is a defect of its producer, not a passing fault:
@@ -58,12 +123,14 @@ func validSubject(s string) error {
 // mode. The event's data is ev.Data verbatim, so that it reaches consumers
 // byte for byte as the provider sent it; merchantorderid and learnedvia are
 // omitted when empty (finding events have neither), like subject and time.
-// Errors wrap ErrInvalidEvent and name the offending field.
+// dataschema is schemaURL with the fragment of the type's schema
+// (SchemaName); it is omitted for a type without one, or when schemaURL is
+// empty. Errors wrap ErrInvalidEvent and name the offending field.
 //
 // The envelope is written by hand, attribute by attribute in the order a
 // reader meets them, with strings escaped exactly as encoding/json escapes
 // them: the relay encodes every event, and reflection was most of its cost.
-func EncodeEvent(ev store.OutboxEvent, prefix, source string) (subject string, payload []byte, err error) {
+func EncodeEvent(ev store.OutboxEvent, prefix, source, schemaURL string) (subject string, payload []byte, err error) {
 	switch {
 	case ev.ID == "":
 		return "", nil, fmt.Errorf("%w: seq %d: id is empty", ErrInvalidEvent, ev.Seq)
@@ -77,9 +144,13 @@ func EncodeEvent(ev store.OutboxEvent, prefix, source string) (subject string, p
 	if err := validSubject(ev.Subject); err != nil {
 		return "", nil, fmt.Errorf("%w: %s: subject %q: %v", ErrInvalidEvent, ev.ID, ev.Subject, err)
 	}
+	schema := ""
+	if schemaURL != "" {
+		schema = SchemaName(ev.Type)
+	}
 	// The attributes are short; 256 bytes covers them and the time.
 	b := make([]byte, 0, 256+len(ev.ID)+len(source)+len(ev.Type)+len(ev.EventSubject)+
-		len(ev.MerchantOrderID)+len(ev.LearnedVia)+len(ev.Data))
+		len(ev.MerchantOrderID)+len(ev.LearnedVia)+len(schemaURL)+len(schema)+len(ev.Data))
 	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
 	b = jsonenc.AppendString(b, ev.ID)
 	b = append(b, `,"source":`...)
@@ -97,6 +168,16 @@ func EncodeEvent(ev store.OutboxEvent, prefix, source string) (subject string, p
 		b = append(b, '"')
 	}
 	b = append(b, `,"datacontenttype":"application/json"`...)
+	if schema != "" {
+		b = append(b, `,"dataschema":`...)
+		// The pointer and the name need no escaping ([A-Za-z0-9/#_-]):
+		// they go inside the URL's closing quote, with no string built
+		// per event.
+		b = jsonenc.AppendString(b, schemaURL)
+		b = append(b[:len(b)-1], schemasPointer...)
+		b = append(b, schema...)
+		b = append(b, '"')
+	}
 	if ev.MerchantOrderID != "" {
 		b = append(b, `,"merchantorderid":`...)
 		b = jsonenc.AppendString(b, ev.MerchantOrderID)

@@ -24,6 +24,7 @@ func TestEncodeEvent(t *testing.T) {
 		name        string
 		ev          store.OutboxEvent
 		wantSubject string
+		wantSchema  string
 		wantExt     map[string]string
 	}{
 		{
@@ -34,6 +35,7 @@ func TestEncodeEvent(t *testing.T) {
 				MerchantOrderID: "m-1", LearnedVia: store.SourceWebhook, Data: json.RawMessage(orderJSON),
 			},
 			wantSubject: "acme.orderd.orders.payin.completed",
+			wantSchema:  publish.DefaultSchemaURL + "#/components/schemas/Order",
 			wantExt:     map[string]string{"merchantorderid": "m-1", "learnedvia": "webhook"},
 		},
 		{
@@ -44,12 +46,13 @@ func TestEncodeEvent(t *testing.T) {
 				Data: json.RawMessage(`{"kind":"balance_drift","currency":"USD","drift":"0.10"}`),
 			},
 			wantSubject: "acme.orderd.reconcile.balance_drift",
+			wantSchema:  publish.DefaultSchemaURL + "#/components/schemas/BalanceDriftFinding",
 			wantExt:     map[string]string{},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			subject, payload, err := publish.EncodeEvent(tt.ev, "acme.orderd", "urn:orderd:test")
+			subject, payload, err := publish.EncodeEvent(tt.ev, "acme.orderd", "urn:orderd:test", publish.DefaultSchemaURL)
 			if err != nil {
 				t.Fatalf("EncodeEvent: %v", err)
 			}
@@ -66,6 +69,9 @@ func TestEncodeEvent(t *testing.T) {
 			if ce.SpecVersion() != "1.0" || ce.ID() != tt.ev.ID || ce.Source() != "urn:orderd:test" ||
 				ce.Type() != tt.ev.Type || ce.Subject() != tt.ev.EventSubject || ce.DataContentType() != "application/json" {
 				t.Errorf("attributes = %s", ce.String())
+			}
+			if ce.DataSchema() != tt.wantSchema {
+				t.Errorf("dataschema = %q, want %q", ce.DataSchema(), tt.wantSchema)
 			}
 			if !ce.Time().Equal(at) {
 				t.Errorf("time = %s, want %s", ce.Time(), at)
@@ -108,7 +114,7 @@ func TestEncodeEvent_Invalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := good
 			tt.change(&ev)
-			_, _, err := publish.EncodeEvent(ev, "orderd", "orderd")
+			_, _, err := publish.EncodeEvent(ev, "orderd", "orderd", publish.DefaultSchemaURL)
 			if !errors.Is(err, publish.ErrInvalidEvent) {
 				t.Fatalf("err = %v, want ErrInvalidEvent", err)
 			}
@@ -117,7 +123,7 @@ func TestEncodeEvent_Invalid(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := publish.EncodeEvent(good, "orderd", ""); err == nil || !strings.Contains(err.Error(), "source") {
+	if _, _, err := publish.EncodeEvent(good, "orderd", "", publish.DefaultSchemaURL); err == nil || !strings.Contains(err.Error(), "source") {
 		t.Errorf("empty source: err = %v, want it to name the source", err)
 	}
 }
@@ -135,9 +141,13 @@ func referenceEvent(t testing.TB, ev store.OutboxEvent, source string) []byte {
 		Subject         string `json:"subject,omitempty"`
 		Time            string `json:"time,omitempty"`
 		DataContentType string `json:"datacontenttype"`
+		DataSchema      string `json:"dataschema,omitempty"`
 		MerchantOrderID string `json:"merchantorderid,omitempty"`
 		LearnedVia      string `json:"learnedvia,omitempty"`
-	}{"1.0", ev.ID, source, ev.Type, ev.EventSubject, "", "application/json", ev.MerchantOrderID, string(ev.LearnedVia)}
+	}{"1.0", ev.ID, source, ev.Type, ev.EventSubject, "", "application/json", "", ev.MerchantOrderID, string(ev.LearnedVia)}
+	if name := publish.SchemaName(ev.Type); name != "" {
+		env.DataSchema = publish.DefaultSchemaURL + "#/components/schemas/" + name
+	}
 	if !ev.Time.IsZero() {
 		env.Time = ev.Time.UTC().Format(time.RFC3339Nano)
 	}
@@ -162,7 +172,7 @@ func FuzzEncodeEvent_matchesMarshal(f *testing.F) {
 		if nanos != 0 {
 			ev.Time = time.Unix(0, nanos)
 		}
-		_, got, err := publish.EncodeEvent(ev, "orderd", source)
+		_, got, err := publish.EncodeEvent(ev, "orderd", source, publish.DefaultSchemaURL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,6 +180,53 @@ func FuzzEncodeEvent_matchesMarshal(f *testing.F) {
 			t.Errorf("EncodeEvent =\n%s\nwant\n%s", got, want)
 		}
 	})
+}
+
+func TestSchemaName(t *testing.T) {
+	tests := []struct{ typ, want string }{
+		{"order.completed", "Order"},
+		{"order.processing", "Order"},
+		{"order.updated", "Order"},
+		{"order.not_created", "NotCreatedAttempt"},
+		{"reconcile.stuck_order", "StuckOrderFinding"},
+		{"reconcile.mismatch", "MismatchFinding"},
+		{"reconcile.event_not_published", "EventNotPublishedFinding"},
+		{"order.", ""},
+		{"reconcile.", ""},
+		{"reconcile.Bad Kind", ""},
+		{"test", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			if got := publish.SchemaName(tt.typ); got != tt.want {
+				t.Errorf("SchemaName(%q) = %q, want %q", tt.typ, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateSchemaURL(t *testing.T) {
+	tests := []struct {
+		url string
+		ok  bool
+	}{
+		{publish.DefaultSchemaURL, true},
+		{"https://events.example.com/orderd/asyncapi.yaml", true},
+		{"urn:orderd:events", true},
+		{"", false},
+		{"/v1/asyncapi.yaml", false},
+		{"https://example.com/asyncapi.yaml#/components", false},
+		{"https://example.com/" + strings.Repeat("a", publish.MaxSchemaURLLen), false},
+		{"http://[::1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			err := publish.ValidateSchemaURL(tt.url)
+			if (err == nil) != tt.ok {
+				t.Fatalf("ValidateSchemaURL(%q) = %v, want ok=%v", tt.url, err, tt.ok)
+			}
+		})
+	}
 }
 
 func TestValidatePrefix(t *testing.T) {
@@ -209,7 +266,7 @@ func BenchmarkEncodeEvent(b *testing.B) {
 	b.Run("hand-written", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := publish.EncodeEvent(ev, "orderd", "orderd"); err != nil {
+			if _, _, err := publish.EncodeEvent(ev, "orderd", "orderd", publish.DefaultSchemaURL); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -222,7 +222,7 @@ func (p *pass) run(ctx context.Context) error {
 			next = read(pg.events[len(pg.events)-1].Seq)
 		}
 		for _, ev := range pg.events {
-			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source)
+			subject, payload, err := EncodeEvent(ev, r.cfg.Prefix, r.cfg.Source, r.cfg.SchemaURL)
 			if err != nil {
 				if err := r.setAside(ctx, ev, 0, 0, fmt.Errorf("cannot be encoded: %w", err)); err != nil {
 					return err

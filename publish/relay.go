@@ -73,6 +73,10 @@ type RelayConfig struct {
 	Prefix string
 	// Source is the CloudEvents source attribute; default "orderd".
 	Source string
+	// SchemaURL is the URL of the AsyncAPI document of the events; each
+	// event's dataschema is it with a fragment naming the schema of its
+	// data. Default DefaultSchemaURL.
+	SchemaURL string
 	// BatchSize is how many events are read and marked published at a
 	// time; default 256. A full page and the pages behind it go as one
 	// atomic batch of up to 1000 events.
@@ -156,6 +160,12 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 		cfg.Prefix = DefaultPrefix
 	}
 	if err := ValidatePrefix(cfg.Prefix); err != nil {
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
+	if cfg.SchemaURL == "" {
+		cfg.SchemaURL = DefaultSchemaURL
+	}
+	if err := ValidateSchemaURL(cfg.SchemaURL); err != nil {
 		return nil, fmt.Errorf("new relay: %w", err)
 	}
 	if cfg.Source == "" {

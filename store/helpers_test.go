@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"orderd/api"
+	"orderd/internal/eventschema"
 	"orderd/provider"
+	"orderd/publish"
 	"orderd/store"
 )
 
@@ -149,5 +153,59 @@ func openStore(tb testing.TB, opts store.Options) (*store.Store, string) {
 			tb.Errorf("close store: %v", err)
 		}
 	})
+	if t, ok := tb.(*testing.T); ok {
+		// Runs before the store closes (cleanups run last first).
+		t.Cleanup(func() { checkEvents(t, s) })
+	}
 	return s, path
+}
+
+var (
+	schemaOnce sync.Once
+	schemas    *eventschema.Validator
+	schemaErr  error
+	// synthetic holds the tests whose events are made up by the test
+	// itself (to exercise the outbox and findings mechanics), not by
+	// orderd's code: checkEvents leaves them alone.
+	synthetic sync.Map
+)
+
+// syntheticEvents says that t queues events of its own making, which
+// need not match the AsyncAPI document.
+func syntheticEvents(t *testing.T) { synthetic.Store(t, true) }
+
+// checkEvents encodes every event in s's outbox as the relay would publish
+// it and checks those of the types orderd publishes against the AsyncAPI
+// document (tests of the outbox itself queue events of made-up types).
+func checkEvents(t *testing.T, s *store.Store) {
+	t.Helper()
+	if _, ok := synthetic.Load(t); ok {
+		return
+	}
+	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
+	if schemaErr != nil {
+		t.Fatalf("asyncapi document: %v", schemaErr)
+	}
+	known := map[string]bool{}
+	for _, typ := range schemas.Types() {
+		known[typ] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := s.PendingEvents(ctx, 0, 100000)
+	if err != nil {
+		return // a test that broke its store on purpose
+	}
+	for _, ev := range evs {
+		if !known[ev.Type] && !strings.HasPrefix(ev.Type, "order.") {
+			continue
+		}
+		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
+		if err != nil {
+			continue // the publish tests cover what cannot be encoded
+		}
+		if _, err := schemas.Check(payload); err != nil {
+			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
+		}
+	}
 }

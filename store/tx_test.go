@@ -11,6 +11,7 @@ import (
 
 func TestTx_InsertEvent(t *testing.T) {
 	s, _ := openStore(t, store.Options{})
+	syntheticEvents(t)
 	ev := store.OutboxEvent{
 		ID:           store.EventID("m-1", store.EventOrderNotCreated),
 		Type:         store.EventOrderNotCreated,
@@ -58,6 +59,7 @@ func TestTx_InsertEvent(t *testing.T) {
 func TestTx_OpenFinding(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s, _ := openStore(t, store.Options{Now: func() time.Time { return now }})
+	syntheticEvents(t)
 	type result struct {
 		id       int64
 		opened   bool

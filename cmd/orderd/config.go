@@ -198,6 +198,23 @@ func (c ClusterConfig) NodeName() string {
 	return h
 }
 
+// EventSchemaURL is the URL every event's dataschema starts with:
+// publish.schema_url when set, else the AsyncAPI document on this
+// instance's admin listener (loopback when it listens on every address).
+func (c *Config) EventSchemaURL() string {
+	if c.Publish.SchemaURL != "" {
+		return c.Publish.SchemaURL
+	}
+	host, port, err := net.SplitHostPort(c.Admin.Listen)
+	if err != nil {
+		return publish.DefaultSchemaURL
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1" // listening everywhere: loopback reaches it
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/v1/asyncapi.yaml"
+}
+
 // EventReplicas is the events stream's replica count: nats.replicas when
 // set, else cluster.replicas in replicated mode, else 1.
 func (c *Config) EventReplicas() int {
@@ -232,6 +249,12 @@ type PublishConfig struct {
 	// Batch is how many outbox rows the relay reads and marks at once.
 	Batch          int           `yaml:"batch"`
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	// SchemaURL is where consumers fetch the AsyncAPI document of the
+	// events: each event's dataschema is it plus a fragment naming its
+	// data's schema. Empty: this instance's admin listener
+	// (EventSchemaURL). Replicated instances should share one value, so
+	// that an event names the same schema whichever instance published it.
+	SchemaURL string `yaml:"schema_url"`
 }
 
 // ReconcileConfig is the reconciler.
@@ -883,6 +906,11 @@ func (c *Config) validate(use configUse) error {
 		add("publish.batch", "must be at least 1 (got %d)", c.Publish.Batch)
 	}
 	positive("publish.publish_timeout", c.Publish.PublishTimeout)
+	if c.Publish.SchemaURL != "" {
+		if err := publish.ValidateSchemaURL(c.Publish.SchemaURL); err != nil {
+			add("publish.schema_url", "%v", err)
+		}
+	}
 
 	// reconcile
 	rc := c.Reconcile

@@ -291,6 +291,9 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "max_age below the duplicate window", extra: "nats:\n  max_age: 10m", want: "nats.max_age: 10m0s is shorter than nats.duplicate_window (20m0s)"},
 		{name: "stream larger than the embedded store", extra: "nats:\n  max_bytes: 2GiB", want: "nats.max_bytes: 2GiB exceeds nats.embedded.max_store (1GiB)"},
 		{name: "zero batch", extra: "publish:\n  batch: 0", want: "publish.batch: must be at least 1 (got 0)"},
+		{name: "relative schema url", extra: "publish:\n  schema_url: /v1/asyncapi.yaml", want: `publish.schema_url: schema URL "/v1/asyncapi.yaml" is not absolute`},
+		{name: "schema url with a fragment", extra: "publish:\n  schema_url: https://x.example/a.yaml#/c", want: `publish.schema_url: schema URL "https://x.example/a.yaml#/c" has a fragment`},
+		{name: "schema url", extra: "publish:\n  schema_url: https://events.example.com/orderd/asyncapi.yaml", want: ""},
 		{name: "empty store path", extra: "store:\n  path: \"\"", want: "store.path: must not be empty"},
 		{name: "bad log level", extra: "log:\n  level: verbose", want: `log.level: "verbose" is not one of debug, info, warn, error`},
 		{name: "bad log format", extra: "log:\n  format: xml", want: `log.format: "xml" is not one of auto, json, console`},
@@ -318,6 +321,31 @@ func TestConfig_Validate(t *testing.T) {
 			var ce *configError
 			if !errors.As(err, &ce) {
 				t.Errorf("error is %T, not a *configError", err)
+			}
+		})
+	}
+}
+
+func TestConfig_EventSchemaURL(t *testing.T) {
+	tests := []struct{ extra, want string }{
+		{"", "http://127.0.0.1:8081/v1/asyncapi.yaml"},
+		{"admin:\n  listen: \":9000\"", "http://127.0.0.1:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: 0.0.0.0:9000", "http://127.0.0.1:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: \"[::1]:9000\"", "http://[::1]:9000/v1/asyncapi.yaml"},
+		{"admin:\n  listen: admin.internal:9000", "http://admin.internal:9000/v1/asyncapi.yaml"},
+		{"publish:\n  schema_url: https://events.example.com/a.yaml", "https://events.example.com/a.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			cfg, err := ParseConfig(strings.NewReader(withLines(tt.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.EventSchemaURL(); got != tt.want {
+				t.Errorf("EventSchemaURL = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -343,6 +343,7 @@ func (d *daemon) newRelay() error {
 	d.relay, err = publish.NewRelay(publish.RelayConfig{
 		Gate:           gate,
 		Prefix:         cfg.NATS.SubjectPrefix,
+		SchemaURL:      cfg.EventSchemaURL(),
 		BatchSize:      cfg.Publish.Batch,
 		PublishTimeout: cfg.Publish.PublishTimeout,
 		Retention:      cfg.Publish.Retention,

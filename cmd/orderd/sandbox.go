@@ -276,6 +276,8 @@ func printSandbox(w io.Writer, d *daemon, fake *providertest.Server, cfgPath str
 Watch the events:
   %s tail -config %s
   (or, with the nats CLI if you have it: nats sub '%s.>' --server %s)
+  Their contract (AsyncAPI): curl -s http://%s/v1/asyncapi.yaml
+  Example consumers: examples/consumers/go and examples/consumers/node
 
 Look up an order:  curl -s http://%s/v1/orders/<merchantOrderId>
 Run the reconciler now:  %s reconcile -config %s
@@ -283,7 +285,7 @@ Report for today:  %s report -config %s -from %s -to %s -format html -o report.h
 
 `, os.Getpid(), os.Getpid(), fake.URL(), fake.APIKey(), d.recvSrv.Addr(), d.cfg.Receiver.Path, d.admin.Addr(), d.admin.Addr(),
 		d.natsURL, d.cfg.NATS.Stream, d.cfg.NATS.SubjectPrefix, d.cfg.Store.Path, cfgPath,
-		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL,
+		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL, d.admin.Addr(),
 		d.admin.Addr(), self, cfgPath, self, cfgPath,
 		time.Now().UTC().Format(time.DateOnly), time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly))
 	fmt.Fprint(w, sandboxFaults(true))

@@ -20,7 +20,11 @@ import (
 )
 
 // Orderd builds orderd/cmd/orderd into dst.
-func Orderd(dst string) error {
+func Orderd(dst string) error { return Build(dst, "orderd/cmd/orderd") }
+
+// Build builds the module's main package pkg (an import path, as
+// "orderd/examples/consumers/go") into dst.
+func Build(dst, pkg string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -28,13 +32,17 @@ func Orderd(dst string) error {
 	if err := statSources(root); err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", dst, "orderd/cmd/orderd")
+	cmd := exec.Command("go", "build", "-o", dst, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build orderd: %v\n%s", err, out)
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return nil
 }
+
+// ModuleRoot is the directory of the module's go.mod, found from the
+// working directory (a test runs in its package's directory).
+func ModuleRoot() (string, error) { return moduleRoot() }
 
 // moduleRoot is the directory of the go.mod above the working directory
 // (a test runs in its package's directory).
@@ -71,7 +79,8 @@ func statSources(root string) error {
 }
 
 // sources lists every file below root but those in hidden directories and
-// in the build and sandbox output, which no build reads.
+// in the build and sandbox output and npm's node_modules, which no build
+// reads.
 func sources(root string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -80,7 +89,7 @@ func sources(root string) ([]string, error) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "dist" || name == "orderd-sandbox") {
+			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "dist" || name == "orderd-sandbox" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil

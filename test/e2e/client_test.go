@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
+	"orderd/api"
+	"orderd/internal/eventschema"
 	"orderd/provider/providertest"
 )
 
@@ -397,6 +399,11 @@ func readStream(t *testing.T, url string) []event {
 		t.Fatal(err)
 	}
 	want := int(info.State.Msgs)
+	// Every event of the suite matches the published contract.
+	schemas, err := eventschema.New(api.AsyncAPI(), eventschema.Published)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		t.Fatal(err)
@@ -415,6 +422,9 @@ func readStream(t *testing.T, url string) []event {
 			var e event
 			if err := json.Unmarshal(m.Data(), &e); err != nil {
 				t.Fatalf("stream message %d is not a JSON event: %v: %s", md.Sequence.Stream, err, m.Data())
+			}
+			if _, err := schemas.Check(m.Data()); err != nil {
+				t.Errorf("stream message %d does not match api/asyncapi.yaml: %v", md.Sequence.Stream, err)
 			}
 			e.Seq, e.Subject, e.MsgID = md.Sequence.Stream, m.Subject(), m.Headers().Get("Nats-Msg-Id")
 			events = append(events, e)
