@@ -361,7 +361,10 @@ func TestClusterSeed_MovesSingleNode(t *testing.T) {
 
 	// The seeded database carries on; an instance on an empty disk
 	// restores the seed's snapshot.
+	// a leads throughout, so no takeover publishes an event again: a
+	// repeat on the stream can only come from the seed.
 	a := startReplicaIn(t, dirA, cfgA, "a")
+	waitLeading(t, a)
 	dirB := t.TempDir()
 	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", ""))
 	b := startReplicaIn(t, dirB, cfgB, "b")
@@ -591,7 +594,12 @@ func TestClusterSeed_LostLog(t *testing.T) {
 	dirA, dirB := t.TempDir(), t.TempDir()
 	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", ""))
 	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", ""))
+	// a leads throughout: b, which stops first, never held the lease, so
+	// no takeover can publish an event again (the short duplicate window
+	// would keep such a repeat), and a repeat on the stream can only come
+	// from the seed.
 	a := startReplicaIn(t, dirA, cfgA, "a")
+	waitLeading(t, a)
 	b := startReplicaIn(t, dirB, cfgB, "b")
 	oldLog := clusterLog(t, a.addrs.Admin)
 	if oldLog == "" || clusterLog(t, b.addrs.Admin) != oldLog {
@@ -646,6 +654,7 @@ func TestClusterSeed_LostLog(t *testing.T) {
 		t.Fatalf("the new log has the lost log's id %s", oldLog)
 	}
 	a = startReplicaIn(t, dirA, cfgA, "a")
+	waitLeading(t, a)
 	if got := clusterLog(t, a.addrs.Admin); got != newLog {
 		t.Errorf("a follows %q, want %q", got, newLog)
 	}
@@ -701,5 +710,15 @@ func TestClusterCommand_Usage(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", r.code, r.stdout, r.stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// waitLeading waits until r holds the lease.
+func waitLeading(t testing.TB, r *replicaDaemon) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !clusterStatus(t, r.addrs.Admin).Leading; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not lead within 20s", r.name)
+		}
 	}
 }
