@@ -32,7 +32,7 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed vulncheck rules-test \
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot vulncheck rules-test \
 	node-deps asyncapi-check consumers-check
 
 ## test: install missing Debian packages (as root with apt), check formatting,
@@ -136,6 +136,15 @@ bench-cluster: deps
 SEED_ORDERS ?= 100000
 bench-seed:
 	ORDERD_SEED_ORDERS=$(SEED_ORDERS) $(GO) test -run '^$$' -bench '^BenchmarkCluster_Seed$$' -benchtime 1x -timeout 60m ./cmd/orderd/
+
+## bench-snapshot: snapshots on a database of SNAPSHOT_ORDERS orders (default
+## 300,000, built through the store's write path) on three embedded NATS
+## nodes (R3, fsync always): a whole-file snapshot and its restore beside the
+## first chunked snapshot, the one after 1 % more orders, its restore onto an
+## empty disk, and webhook p99 with and without a snapshot running.
+SNAPSHOT_ORDERS ?= 300000
+bench-snapshot:
+	$(GO) test -run '^$$' -bench '^BenchmarkSnapshot$$' -benchtime 1x -timeout 60m ./cluster/ -args -snapshot.orders=$(SNAPSHOT_ORDERS)
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

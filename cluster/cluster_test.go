@@ -20,7 +20,7 @@ import (
 )
 
 // startNATS starts a 3-node embedded cluster for the test.
-func startNATS(t *testing.T) *publish.EmbeddedCluster {
+func startNATS(t testing.TB) *publish.EmbeddedCluster {
 	t.Helper()
 	c, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
 	if err != nil {

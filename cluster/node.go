@@ -49,6 +49,9 @@ type Node struct {
 
 	lease lease
 
+	// snapMu makes one snapshot at a time.
+	snapMu sync.Mutex
+
 	// lastAppendOK and lastAppendErr are when appends last succeeded
 	// and failed (Unix nanoseconds), for Ready.
 	lastAppendOK, lastAppendErr atomic.Int64

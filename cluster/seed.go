@@ -86,9 +86,11 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	if err != nil {
 		return SeedResult{}, err
 	}
+	// A page-for-page copy, as the leader's snapshots take: the first of
+	// them then finds most of its chunks in the store already.
 	tmp := st.Path() + ".seed-" + nuid.Next()
 	defer os.Remove(tmp)
-	if err := st.Backup(ctx, tmp); err != nil {
+	if err := st.Copy(ctx, tmp); err != nil {
 		return SeedResult{}, err
 	}
 	si, err := putSnapshot(ctx, n.obj, tmp, cfg.Node)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -272,16 +271,8 @@ func hashRows(h interface{ Write([]byte) (int, error) }, rows *sql.Rows) error {
 // which must not exist. It reads a snapshot, so writes go on meanwhile;
 // the copy holds the applied log sequence of that snapshot.
 func (s *Store) Backup(ctx context.Context, path string) error {
-	// The copy holds the same customer data: it is created empty and
-	// private (0600) first, which VACUUM INTO accepts, and must not exist.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("backup: %s exists", path)
-	}
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	// Created empty first, which VACUUM INTO accepts.
+	if err := createNewPrivate(path); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	// The read pool is query_only, which VACUUM INTO counts as a write;

@@ -162,7 +162,9 @@ type clusterView struct {
 	LogLastSeq uint64 `json:"logLastSeq"`
 	AppliedSeq uint64 `json:"appliedSeq"`
 	Snapshot   *struct {
-		Seq uint64 `json:"seq"`
+		Seq           uint64 `json:"seq"`
+		Bytes         uint64 `json:"bytes"`
+		UploadedBytes uint64 `json:"uploadedBytes"`
 	} `json:"snapshot"`
 }
 
@@ -429,6 +431,13 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("POST /v1/cluster/snapshot on the leader: %d %s", code, body)
 	}
+	var snap struct {
+		Bytes         uint64  `json:"bytes"`
+		UploadedBytes *uint64 `json:"uploadedBytes"`
+	}
+	if err := json.Unmarshal([]byte(body), &snap); err != nil || snap.Bytes == 0 || snap.UploadedBytes == nil || *snap.UploadedBytes > snap.Bytes+snap.Bytes/10 {
+		t.Errorf("POST /v1/cluster/snapshot answered %s (%v): want bytes and uploadedBytes", body, err)
+	}
 	// More writes after the snapshot, which the new instance applies from
 	// the log.
 	more := &loadGen{t: t, c: newBalancedClient(t, urls...), s: c.signer, ns: rng.Uint32(),
@@ -437,8 +446,8 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	d := c.addOrderd("d")
 	d.startReady()
 	v, _ := view(d)
-	if v.Snapshot == nil || v.Snapshot.Seq == 0 {
-		t.Errorf("the new instance sees no snapshot: %+v", v)
+	if v.Snapshot == nil || v.Snapshot.Seq == 0 || v.Snapshot.Bytes == 0 {
+		t.Errorf("the new instance sees no snapshot: %+v", v.Snapshot)
 	}
 	if !strings.Contains(readFile(t, d.logPath), "database restored from the newest snapshot") {
 		t.Error("the new instance did not restore the snapshot")

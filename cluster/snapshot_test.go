@@ -1,0 +1,285 @@
+package cluster_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/cluster"
+	"orderd/store"
+)
+
+// snapshotStore opens the snapshot store the instances use.
+func snapshotStore(t *testing.T, in *instance) jetstream.ObjectStore {
+	t.Helper()
+	js, err := jetstream.New(in.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(t.Context(), "ORDERD_SNAPSHOTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// storedManifest is what the tests read of a manifest.
+type storedManifest struct {
+	Seq   uint64 `json:"seq"`
+	Packs []struct {
+		Name string `json:"name"`
+	} `json:"packs"`
+}
+
+// pointed reads the pointer and the manifests it names: the newest, and
+// the previous one if any.
+func pointed(t *testing.T, obj jetstream.ObjectStore) (names []string, ms []storedManifest) {
+	t.Helper()
+	raw, err := obj.GetBytes(t.Context(), "orderd.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Manifest, Previous string }
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{p.Manifest, p.Previous} {
+		if name == "" {
+			continue
+		}
+		// A replica may answer a moment behind the write.
+		var raw []byte
+		var err error
+		for try := 0; try < 10; try++ {
+			if raw, err = obj.GetBytes(t.Context(), name); !errors.Is(err, jetstream.ErrObjectNotFound) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("manifest %s: %v", name, err)
+		}
+		var m storedManifest
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		names, ms = append(names, name), append(ms, m)
+	}
+	return names, ms
+}
+
+// objectNames lists the snapshot store's objects, sorted.
+func objectNames(t *testing.T, obj jetstream.ObjectStore) []string {
+	t.Helper()
+	all, err := obj.List(t.Context())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, oi := range all {
+		names = append(names, oi.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestNode_TakeSnapshot_incremental: after the first snapshot, one taken
+// after a small change uploads a small part of the database; the answer
+// and the status carry both sizes; the snapshot store keeps exactly the
+// newest two manifests and the packs they use; and an instance on an
+// empty disk restored from the last of a chain of incremental snapshots
+// converges with the leader on every replicated table.
+func TestNode_TakeSnapshot_incremental(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 400, 16)
+	first, err := a.node.TakeSnapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Bytes == 0 || first.UploadedBytes < first.Bytes/2 {
+		t.Fatalf("first snapshot %+v: want (nearly) the whole database uploaded", first)
+	}
+	obj := snapshotStore(t, a)
+	var firstPacks []string
+	_, ms := pointed(t, obj)
+	for _, p := range ms[0].Packs {
+		firstPacks = append(firstPacks, p.Name)
+	}
+	var last cluster.SnapshotInfo
+	for round := range 3 {
+		addOrders(t, a.st, 4, 4)
+		si, err := a.node.TakeSnapshot(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("snapshot %d after 4 more orders: %d of %d bytes uploaded", round+2, si.UploadedBytes, si.Bytes)
+		if si.UploadedBytes == 0 || si.UploadedBytes*5 > si.Bytes {
+			t.Fatalf("snapshot after a small change %+v: want more than nothing and at most a fifth uploaded", si)
+		}
+		if si.Seq != a.node.AppliedSeq() {
+			t.Fatalf("snapshot at seq %d, applied %d", si.Seq, a.node.AppliedSeq())
+		}
+		last = si
+	}
+	st := a.node.Status(t.Context())
+	if st.Snapshot == nil || st.Snapshot.Bytes != last.Bytes || st.Snapshot.UploadedBytes != last.UploadedBytes || st.Snapshot.Seq != last.Seq {
+		t.Fatalf("status snapshot %+v, want %+v", st.Snapshot, last)
+	}
+	js, _ := json.Marshal(st)
+	if !bytes.Contains(js, []byte(`"uploadedBytes":`)) || !bytes.Contains(js, []byte(`"bytes":`)) {
+		t.Fatalf("status JSON %s lacks bytes or uploadedBytes", js)
+	}
+
+	// Kept: the pointer, the two newest manifests, the packs they use;
+	// nothing else.
+	names, ms := pointed(t, obj)
+	if len(ms) != 2 || ms[0].Seq != last.Seq {
+		t.Fatalf("pointer names %v (seqs %+v), want the newest (seq %d) and the previous", names, ms, last.Seq)
+	}
+	want := append([]string{"orderd.snapshot"}, names...)
+	for _, m := range ms {
+		for _, p := range m.Packs {
+			if !slices.Contains(want, p.Name) {
+				want = append(want, p.Name)
+			}
+		}
+	}
+	slices.Sort(want)
+	if got := objectNames(t, obj); !slices.Equal(got, want) {
+		t.Fatalf("snapshot store holds %v, want %v", got, want)
+	}
+	// The first snapshot's big pack is still used (it holds most pages);
+	// packs written for the rounds in between and no longer used are gone.
+	if !slices.Contains(want, firstPacks[0]) {
+		t.Fatalf("the first pack %s, still holding most pages, was removed", firstPacks[0])
+	}
+
+	addOrders(t, a.st, 3, 3)
+	dir := t.TempDir()
+	b := startInstance(t, nc, "b", dir, 3*time.Second)
+	waitFor(t, 30*time.Second, "b caught up", func() bool { return b.node.AppliedSeq() == a.node.AppliedSeq() })
+	da, _ := digest(t, a)
+	db, _ := digest(t, b)
+	if da != db {
+		t.Fatal("the instance restored from a chain of incremental snapshots differs from the leader")
+	}
+	if st := b.node.Status(t.Context()); st.Snapshot == nil || st.Snapshot.Seq != last.Seq {
+		t.Fatalf("b's status snapshot %+v, want seq %d", st.Snapshot, last.Seq)
+	}
+}
+
+// TestRestoreSnapshot_damaged: a pack of the newest snapshot changed or
+// missing makes the restore fail with an error naming it, and leaves no
+// database behind; the next snapshot uploads what went missing, and then
+// the restore succeeds.
+func TestRestoreSnapshot_damaged(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 50, 8)
+	if _, err := a.node.TakeSnapshot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	obj := snapshotStore(t, a)
+	_, ms := pointed(t, obj)
+	pack := ms[0].Packs[0].Name
+	good, err := obj.GetBytes(t.Context(), pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() error {
+		path := filepath.Join(t.TempDir(), "orderd.db")
+		_, ok, err := cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
+		if _, statErr := os.Stat(path); err != nil && !errors.Is(statErr, os.ErrNotExist) {
+			t.Fatalf("a failed restore left %s (%v)", path, statErr)
+		}
+		if err == nil && !ok {
+			t.Fatal("no snapshot found")
+		}
+		return err
+	}
+
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0xff
+	if _, err := obj.PutBytes(t.Context(), pack, bad); err != nil {
+		t.Fatal(err)
+	}
+	err = restore()
+	t.Logf("corrupted pack: %v", err)
+	if err == nil || !strings.Contains(err.Error(), pack) || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("restore with a corrupted pack: %v, want an error naming %s as corrupt", err, pack)
+	}
+
+	if err := obj.Delete(t.Context(), pack); err != nil {
+		t.Fatal(err)
+	}
+	err = restore()
+	t.Logf("missing pack: %v", err)
+	if err == nil || !strings.Contains(err.Error(), pack) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("restore with a missing pack: %v, want an error naming %s as missing", err, pack)
+	}
+
+	// The next snapshot does not count on the missing pack: it uploads
+	// its pages anew, and the restore succeeds.
+	si, err := a.node.TakeSnapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.UploadedBytes < uint64(len(good)) {
+		t.Fatalf("the snapshot after a pack went missing uploaded %d bytes, less than the pack's %d", si.UploadedBytes, len(good))
+	}
+	if err := restore(); err != nil {
+		t.Fatalf("restore of the snapshot written since: %v", err)
+	}
+}
+
+// TestRestoreSnapshot_legacy: a whole-file snapshot an older orderd wrote
+// (one object, orderd.db) still restores; the first snapshot written
+// since removes it.
+func TestRestoreSnapshot_legacy(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 20, 4)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := a.st.Backup(t.Context(), backup); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := store.CheckBackup(t.Context(), backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	obj := snapshotStore(t, a)
+	if _, err := obj.Put(t.Context(), jetstream.ObjectMeta{Name: "orderd.db", Headers: nats.Header{
+		"Orderd-Seq": {strconv.FormatUint(seq, 10)}, "Orderd-Taken-At": {time.Now().UTC().Format(time.RFC3339Nano)}}}, f); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "orderd.db")
+	si, ok, err := cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
+	if err != nil || !ok || si.Seq != seq {
+		t.Fatalf("restore of a whole-file snapshot: %+v %v %v, want seq %d", si, ok, err, seq)
+	}
+	if got, err := store.CheckBackup(t.Context(), path); err != nil || got != seq {
+		t.Fatalf("restored file: seq %d, %v", got, err)
+	}
+	if _, err := a.node.TakeSnapshot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(objectNames(t, obj), "orderd.db") {
+		t.Fatal("the whole-file snapshot is still there after a new snapshot")
+	}
+}
