@@ -98,6 +98,7 @@ type Store interface {
 	Readiness
 	OrderReader
 	FindingReader
+	FindingActor
 	AttemptStore
 	OutboxAdmin
 }

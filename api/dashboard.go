@@ -21,6 +21,9 @@ import (
 //go:embed dashboard.html.tmpl
 var dashboardHTML string
 
+//go:embed dashboard_findings.html.tmpl
+var dashboardFindingsHTML string
+
 // DashboardStore is what the dashboard reads; *store.Store has it.
 type DashboardStore interface {
 	Readiness
@@ -113,6 +116,9 @@ func NewDashboard(cfg DashboardConfig) (http.Handler, error) {
 			return many
 		},
 	}).Parse(dashboardHTML)
+	if err == nil {
+		t, err = t.Parse(dashboardFindingsHTML)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parse dashboard template: %w", err)
 	}
@@ -187,6 +193,25 @@ type findingRow struct {
 	Key     string
 	FoundAt time.Time
 	Summary string
+	// Age is how long it has been open; Status and LastAction where a
+	// person stands on it.
+	Age        string
+	Status     string
+	LastAction string
+}
+
+// newFindingRow is an open finding as the dashboard lists it.
+func newFindingRow(f store.Finding, now time.Time) findingRow {
+	r := findingRow{ID: f.ID, Kind: f.Kind, Key: f.Key, FoundAt: f.FoundAt, Summary: findingSummary(f.Detail),
+		Age: now.Sub(f.FoundAt).Truncate(time.Second).String(), Status: f.Status}
+	if n := len(f.Trail); n > 0 {
+		a := f.Trail[n-1]
+		r.LastAction = a.Action + " by " + a.By
+		if a.Note != "" {
+			r.LastAction += ": " + a.Note
+		}
+	}
+	return r
 }
 
 type orderRow struct {
@@ -272,8 +297,7 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.FindingsErr = err.Error()
 		}
 		for _, f := range fs {
-			p.Findings = append(p.Findings, findingRow{ID: f.ID, Kind: f.Kind, Key: f.Key, FoundAt: f.FoundAt,
-				Summary: findingSummary(f.Detail)})
+			p.Findings = append(p.Findings, newFindingRow(f, now))
 		}
 	}
 

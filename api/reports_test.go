@@ -100,7 +100,7 @@ func newReportServer(t testing.TB, token string) *reportServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := reconcile.New(reconcile.Config{Now: ck.Now}, st, client, nil)
+	rec := reconcile.New(reconcile.Config{Now: ck.Now, DriftGrace: 1}, st, client, nil)
 	reporter := reconcile.NewReporter(st, reconcile.ReportConfig{Now: ck.Now})
 	reportsDir := filepath.Join(t.TempDir(), "reports")
 	files := api.NewReportFiles(api.ReportFilesConfig{Dir: reportsDir})

@@ -41,6 +41,7 @@ func (s *server) routes() []route {
 		{Method: "POST", Pattern: "/v1/requisites/deactivate", Handler: hf(s.handleRequisiteDeactivate)},
 		{Method: "POST", Pattern: "/v1/watch", Handler: hf(s.handleWatch)},
 		{Method: "POST", Pattern: "/v1/outbox/resend", Handler: hf(s.handleOutboxResend)},
+		{Method: "POST", Pattern: "/v1/findings/{id}", Handler: hf(s.handleFindingAction)},
 	}
 	if h := s.deps.Reports; h != nil {
 		rs = append(rs, route{Method: "GET", Pattern: "/v1/reports/reconciliation", Handler: h})

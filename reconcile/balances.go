@@ -36,10 +36,18 @@ const maxPendingCandidates = 20_000
 // reconcile.balance_drift event; a later comparison within tolerance
 // resolves it. Every comparison is stored in balance_drifts.
 //
-// Counts: ledger_states, currencies, compared, drifting, findings_opened,
-// findings_resolved.
+// A comparison that does not add up first asks the provider (get-status)
+// about the orders that could explain it — the currency's orders still
+// processing or refunding, and those whose final state orderd learned
+// after the snapshot — at most Config.DriftPolls of them, paced by the
+// client's rate limit, and applies the answers through the one write
+// path; then it compares again. A finding opens only when an amount is
+// still unexplained at Config.DriftGrace consecutive checks.
+//
+// Counts: ledger_states, currencies, compared, drifting, polled, learned,
+// findings_opened, findings_resolved.
 func (r *Reconciler) RunBalances(ctx context.Context) (Summary, error) {
-	c := newCounts("ledger_states", "currencies", "compared", "drifting", "findings_opened", "findings_resolved")
+	c := newCounts("ledger_states", "currencies", "compared", "drifting", "polled", "learned", "findings_opened", "findings_resolved")
 	return r.record(ctx, JobBalances, c, func(ctx context.Context, runID int64) error {
 		return r.balances(ctx, runID, c)
 	})
@@ -100,16 +108,35 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if !ok {
 		return nil // the first snapshot of this currency
 	}
-	d, err := r.drift(ctx, opening, closing)
+	d, err := r.drift(ctx, opening, closing, nil)
 	if err != nil {
 		return err
+	}
+	if !d.WithinTolerance {
+		// Before calling it a drift, ask the provider about the orders
+		// that could explain it: a completion orderd has not heard of yet
+		// is timing, not missing money.
+		asked, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, c)
+		if err != nil {
+			return err
+		}
+		if asked.changed > 0 || len(asked.stillPending) > 0 {
+			n, err := r.store.UpdateLedger(ctx, 0)
+			c.add("ledger_states", n)
+			if err != nil {
+				return err
+			}
+			if d, err = r.drift(ctx, opening, closing, asked.stillPending); err != nil {
+				return err
+			}
+		}
 	}
 	d.RunID = runID
 	c.add("compared", 1)
 	if !d.WithinTolerance {
 		c.add("drifting", 1)
 	}
-	rec, err := store.ExecAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d})
+	rec, err := store.ExecAs[driftRecorded](ctx, r.store, &recordDriftCmd{Currency: ccy, Drift: d, Grace: r.cfg.DriftGrace})
 	opened, resolved := rec.Opened, rec.Resolved
 	if err != nil {
 		return fmt.Errorf("record drift of %s: %w", ccy, err)
@@ -119,6 +146,9 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	case opened:
 		c.add("findings_opened", 1)
 		log.Warn("balance drift unexplained", "drift", d.Drift, "unexplained", d.Unexplained, "tolerance", d.Tolerance)
+	case rec.Waiting:
+		log.Info("balance drift unexplained; waiting for the next check before a finding",
+			"drift", d.Drift, "unexplained", d.Unexplained, "checks", rec.Checks, "grace", r.cfg.DriftGrace)
 	case resolved:
 		c.add("findings_resolved", 1)
 		log.Info("balance drift explained", "drift", d.Drift, "explained", d.Explained)
@@ -126,6 +156,129 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 		log.Debug("balance compared", "drift", d.Drift, "unexplained", d.Unexplained)
 	}
 	return nil
+}
+
+// asked is what askAboutDrift learned.
+type asked struct {
+	// changed counts the orders and watches whose state changed.
+	changed int
+	// stillPending holds the merchantOrderIds the provider still shows in
+	// flight after the snapshot: they moved no money by it, so they
+	// explain none of the drift.
+	stillPending map[string]bool
+}
+
+// askAboutDrift polls what could explain a drift of currency at a
+// snapshot taken at takenAt, at most Config.DriftPolls calls, and applies
+// the answers through the one write path: the currency's orders in
+// flight, the orders whose final state orderd learned only after the
+// snapshot with no completion time from the provider, its creations
+// still in doubt, and the orders handed to orderd to follow that it has
+// not seen yet (their currency is unknown until then). A failed call is
+// logged and skipped: the comparison then stands on what orderd knew.
+func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, c *counts) (asked, error) {
+	out := asked{stillPending: map[string]bool{}}
+	limit := r.cfg.DriftPolls
+	if limit <= 0 {
+		return out, nil
+	}
+	var mids []string
+	seen := map[string]bool{}
+	add := func(mid string) {
+		if mid != "" && !seen[mid] && len(mids) < limit {
+			seen[mid] = true
+			mids = append(mids, mid)
+		}
+	}
+	pending, err := r.store.PendingMovements(ctx, ccy, limit)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range pending {
+		add(p.MerchantOrderID)
+	}
+	// Where these belong is a guess until the provider says.
+	late, err := r.store.LedgerMovements(ctx, ccy, takenAt.Add(-r.cfg.BoundaryWindow), r.now().Add(time.Millisecond))
+	if err != nil {
+		return out, err
+	}
+	for _, m := range late {
+		if !m.PlacedByProvider && m.LearnedAt.After(takenAt) {
+			add(m.MerchantOrderID)
+		}
+	}
+	creations, err := r.store.UnsettledCreations(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, u := range creations {
+		if u.Currency == ccy {
+			add(u.MerchantOrderID)
+		}
+	}
+	log := r.log.With("job", JobBalances, "currency", ccy)
+	for _, mid := range mids {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		c.add("polled", 1)
+		order, raw, err := r.client.GetStatus(ctx, mid)
+		if err != nil {
+			if !isNotFound(err) {
+				log.Warn("drift: get-status failed", "merchantOrderId", mid, "err", err)
+			}
+			continue
+		}
+		res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
+			Obs: store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: r.now()},
+		})
+		if err != nil {
+			return out, fmt.Errorf("apply %s: %w", mid, err)
+		}
+		if res.Outcome == store.OutcomeNew || res.Outcome == store.OutcomeChanged {
+			out.changed++
+			c.add("learned", 1)
+			log.Info("drift: learned a change from the provider", "merchantOrderId", mid, "status", order.Status, "event", res.EventID)
+		}
+		if res.Outcome != outcomeConflict && inFlight(order) {
+			out.stillPending[mid] = true
+		}
+	}
+	// Watched orders orderd has not seen: any currency's.
+	if left := limit - len(mids); left > 0 {
+		ws, err := r.store.DueWatches(ctx, r.now().Add(100*365*24*time.Hour), store.DueCursor{}, left)
+		if err != nil {
+			return out, err
+		}
+		for _, w := range ws {
+			c.add("polled", 1)
+			before := c.get("watches_found")
+			r.checkWatch(ctx, w, c)
+			if c.get("watches_found") > before {
+				out.changed++
+				c.add("learned", 1)
+			}
+		}
+	}
+	return out, nil
+}
+
+// inFlight reports whether every movement of o is still to happen: the
+// order is not final, or it is and every refund of it is not final.
+func inFlight(o *provider.Order) bool {
+	if !o.Status.IsFinal() {
+		return true
+	}
+	refunds := 0
+	for _, t := range o.Transactions {
+		if t.Type == "refund" {
+			refunds++
+			if t.Status.IsFinal() {
+				return false
+			}
+		}
+	}
+	return refunds > 0
 }
 
 // DriftDetail is the detail of a balance_drift finding and of a stored
@@ -156,7 +309,9 @@ type SnapshotRef struct {
 }
 
 // drift computes the comparison between two snapshots of one currency.
-func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot) (store.BalanceDrift, error) {
+// stillPending names orders the provider showed in flight after the
+// closing snapshot: they are no candidates.
+func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot, stillPending map[string]bool) (store.BalanceDrift, error) {
 	ccy := closing.Currency
 	t0, t1 := opening.TakenAt, closing.TakenAt
 	expected, nMoves, err := r.store.LedgerSum(ctx, ccy, t0, t1)
@@ -166,7 +321,7 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 	actual := closing.Amount.Sub(opening.Amount)
 	drift := actual.Sub(expected)
 
-	cands, err := r.candidates(ctx, ccy, t0, t1)
+	cands, err := r.candidates(ctx, ccy, t0, t1, stillPending)
 	if err != nil {
 		return store.BalanceDrift{}, err
 	}
@@ -221,7 +376,7 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 // Pending: an order still processing or a refund in flight may already be
 // in the provider's balance, contributing the amount it would move.
 // Unsettled creations likewise, unless their order is already known.
-func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time) ([]Candidate, error) {
+func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time, stillPending map[string]bool) ([]Candidate, error) {
 	w := r.cfg.BoundaryWindow
 	var cands []Candidate
 	known := map[string]bool{}
@@ -273,11 +428,14 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 		return nil, err
 	}
 	for _, p := range pending {
+		known[p.MerchantOrderID] = true
+		if stillPending[p.MerchantOrderID] {
+			continue // the provider said it has not moved yet
+		}
 		kind, entry := PartProcessing, "order"
 		if p.Kind == store.PendingRefundInFlight {
 			kind, entry = PartRefundInFlight, "refund"
 		}
-		known[p.MerchantOrderID] = true
 		cands = append(cands, Candidate{Kind: kind, Amount: p.Amount, Ref: PartOrder{
 			OrderID: p.ProviderOrderID, MerchantOrderID: p.MerchantOrderID, Entry: entry, At: p.Since,
 		}})
@@ -287,7 +445,7 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 		return nil, err
 	}
 	for _, u := range creations {
-		if u.Currency != ccy || (u.Kind != "refund" && known[u.MerchantOrderID]) {
+		if u.Currency != ccy || (u.Kind != "refund" && known[u.MerchantOrderID]) || stillPending[u.MerchantOrderID] {
 			continue
 		}
 		cands = append(cands, Candidate{Kind: PartInDoubt, Amount: u.Amount, Ref: PartOrder{

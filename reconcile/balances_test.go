@@ -44,10 +44,21 @@ func TestReconciler_RunBalances_unexplainedDrift(t *testing.T) {
 	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
 		t.Fatal(err)
 	}
+	// The first check that does not add up waits (reconcile.drift_grace
+	// is 2 by default): no finding, no event yet.
 	e.clock.Advance(15 * time.Minute)
 	s := e.run(e.rec.RunBalances)
+	if s.Counts["compared"] != 2 || s.Counts["drifting"] != 1 || s.Counts["findings_opened"] != 0 {
+		t.Fatalf("first check: counts = %v", s.Counts)
+	}
+	if fs := e.findings(store.FindingBalanceDrift, ""); len(fs) != 0 {
+		t.Fatalf("first check opened %+v", fs)
+	}
+	// The second still cannot explain it: a finding of exactly its amount.
+	e.clock.Advance(15 * time.Minute)
+	s = e.run(e.rec.RunBalances)
 	if s.Counts["compared"] != 2 || s.Counts["drifting"] != 1 || s.Counts["findings_opened"] != 1 {
-		t.Fatalf("counts = %v", s.Counts)
+		t.Fatalf("second check: counts = %v", s.Counts)
 	}
 	d := e.latestDrift("brl")
 	if !d.Drift.Equal(dec("-12.34")) || !d.Unexplained.Equal(dec("-12.34")) || !d.Explained.IsZero() ||
@@ -147,7 +158,8 @@ func TestReconciler_RunBalances_completedOrdersAreExpected(t *testing.T) {
 }
 
 func TestReconciler_RunBalances_processingOrderExplainsDrift(t *testing.T) {
-	e := balancesEnv(t, reconcile.Config{})
+	// No polls: the explanation alone must account for the drift.
+	e := balancesEnv(t, reconcile.Config{DriftPolls: -1})
 	e.run(e.rec.RunBalances)
 	o := e.createAtFake("credited", "150.00", provider.TypePayin)
 	e.learn("credited", store.SourceGateway)
@@ -178,7 +190,9 @@ func TestReconciler_RunBalances_processingOrderExplainsDrift(t *testing.T) {
 }
 
 func TestReconciler_RunBalances_laterExplanationResolvesFinding(t *testing.T) {
-	e := balancesEnv(t, reconcile.Config{})
+	// No grace and no polls: the finding opens at the first check, from
+	// what orderd knew.
+	e := balancesEnv(t, reconcile.Config{DriftGrace: 1, DriftPolls: -1})
 	e.run(e.rec.RunBalances)
 	// An order orderd has never heard of completes at the provider.
 	e.createAtFake("unknown", "100.00", provider.TypePayin)

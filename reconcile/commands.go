@@ -29,7 +29,9 @@ func init() {
 	}
 	store.RegisterCommand((&postponeCheckCmd{}).Kind(), func() store.Command { return &postponeCheckCmd{} })
 	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
+	// Grace only selects the kind here; decoding fills it in.
 	store.RegisterCommand((&recordDriftCmd{}).Kind(), func() store.Command { return &recordDriftCmd{} })
+	store.RegisterCommand((&recordDriftCmd{Grace: 2}).Kind(), func() store.Command { return &recordDriftCmd{} })
 }
 
 // kind names a command of the rules legacy says.
@@ -169,16 +171,29 @@ func (c *postponeWatchCmd) Apply(tx *store.Tx) (any, error) {
 }
 
 // driftRecorded is what recordDriftCmd did to the currency's finding.
-type driftRecorded struct{ Opened, Resolved bool }
+// Waiting: the drift is unexplained but has not been for Grace checks yet
+// (Checks so far), so no finding opened.
+type driftRecorded struct {
+	Opened, Resolved, Waiting bool
+	Checks                    int
+}
 
 // recordDriftCmd stores a balance comparison and opens or resolves the
-// currency's balance_drift finding.
+// currency's balance_drift finding. Its entries with Grace set (kind
+// ".2") open a finding only once Grace consecutive comparisons left drift
+// unexplained; the old kind (Grace zero) opened one at the first.
 type recordDriftCmd struct {
 	Currency string
 	Drift    store.BalanceDrift
+	Grace    int `json:",omitempty"`
 }
 
-func (*recordDriftCmd) Kind() string { return "reconcile.record_drift" }
+func (c *recordDriftCmd) Kind() string {
+	if c.Grace == 0 {
+		return "reconcile.record_drift"
+	}
+	return "reconcile.record_drift.2"
+}
 
 func (c *recordDriftCmd) Apply(tx *store.Tx) (any, error) {
 	d := c.Drift
@@ -187,9 +202,19 @@ func (c *recordDriftCmd) Apply(tx *store.Tx) (any, error) {
 		return nil, err
 	}
 	var err error
-	if d.WithinTolerance {
+	switch {
+	case d.WithinTolerance:
 		out.Resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, c.Currency)
-	} else {
+	case c.Grace > 1:
+		if out.Checks, err = tx.UnexplainedStreak(c.Currency, c.Grace); err != nil {
+			return out, err
+		}
+		if out.Checks < c.Grace {
+			out.Waiting = true
+			return out, nil
+		}
+		fallthrough
+	default:
 		_, out.Opened, err = tx.OpenFinding(store.FindingBalanceDrift, c.Currency, d.Detail)
 	}
 	return out, err

@@ -137,12 +137,24 @@ func TestEvents_everyTypeMatchesTheAsyncAPIDocument(t *testing.T) {
 	e.clock.Advance(giveUpAfter + staleAfter + time.Second)
 	e.run(e.rec.RunStale)
 
-	// reconcile.balance_drift: the provider takes money no order explains.
+	// reconcile.balance_drift: the provider takes money no order explains,
+	// still unexplained at the second check (reconcile.drift_grace).
 	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(15 * time.Minute)
-	e.run(e.rec.RunBalances)
+	for range 2 {
+		e.clock.Advance(15 * time.Minute)
+		e.run(e.rec.RunBalances)
+	}
+	// A person acknowledges it: the action's event carries the trail.
+	drift := e.findings(store.FindingBalanceDrift, "open")
+	if len(drift) != 1 {
+		t.Fatalf("balance_drift findings = %+v", drift)
+	}
+	if _, err := e.st.ActOnFinding(t.Context(), store.FindingActionCmd{ID: drift[0].ID, Action: store.ActionAcknowledge,
+		By: "ana", Note: "checking the statement"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// reconcile.event_not_published: the relay sets an event aside (an
 	// order's of its own, so that every other event goes out).

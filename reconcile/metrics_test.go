@@ -19,6 +19,7 @@ func TestMetrics(t *testing.T) {
 	e := newEnv(t, envOptions{
 		metrics: reconcile.NewMetrics(reg),
 		fake:    providertest.Options{InitialBalances: map[string]string{"brl": "10.00"}},
+		cfg:     reconcile.Config{DriftGrace: 1},
 	})
 	e.run(e.rec.RunStale)
 	e.run(e.rec.RunBalances)

@@ -45,6 +45,8 @@ const (
 	DefaultBackoffMax       = time.Hour
 	DefaultRequisiteOverlap = 10 * time.Minute
 	DefaultPageSize         = 500
+	DefaultDriftGrace       = 2
+	DefaultDriftPolls       = 50
 )
 
 // Store is what the reconciler needs of orderd's store, one small
@@ -159,6 +161,13 @@ type Config struct {
 	// DriftTolerance is the unexplained drift allowed per lowercase
 	// currency; a currency not listed allows none.
 	DriftTolerance map[string]decimal.Decimal
+	// DriftGrace is how many consecutive balance checks must leave an
+	// amount unexplained before a balance_drift finding opens. Zero means
+	// DefaultDriftGrace.
+	DriftGrace int
+	// DriftPolls bounds the get-status calls one balance check makes per
+	// currency to explain a drift. Zero means DefaultDriftPolls.
+	DriftPolls int
 	// UnresolvedAfter: an in-doubt creation still unsettled this long after
 	// it was made gets an unresolved_creation finding.
 	UnresolvedAfter time.Duration
@@ -233,6 +242,12 @@ func New(cfg Config, st Store, client Client, metrics *Metrics) *Reconciler {
 	}
 	if cfg.RequisiteOverlap <= 0 {
 		cfg.RequisiteOverlap = DefaultRequisiteOverlap
+	}
+	if cfg.DriftGrace <= 0 {
+		cfg.DriftGrace = DefaultDriftGrace
+	}
+	if cfg.DriftPolls == 0 {
+		cfg.DriftPolls = DefaultDriftPolls
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = DefaultPageSize
@@ -364,6 +379,12 @@ func (c *counts) add(key string, n int) {
 	c.mu.Lock()
 	c.m[key] += n
 	c.mu.Unlock()
+}
+
+func (c *counts) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
 }
 
 func (c *counts) snapshot() map[string]int {

@@ -30,6 +30,9 @@ var CSVSummaryHeader = []string{
 	"starting_balance", "starting_balance_at", "ending_balance", "ending_balance_at",
 	"actual_movement", "expected_movement", "drift", "drift_explained", "drift_unexplained",
 	"balance_comparisons", "comparisons_out_of_tolerance",
+	// The verdict (verdict.go).
+	"verdict", "bridge_opening", "bridge_payins", "bridge_payouts", "bridge_refunds", "bridge_fees",
+	"bridge_other", "bridge_expected_closing", "bridge_closing", "bridge_residual", "breaks", "break_kinds",
 }
 
 // WriteCSV writes the report of p as CSV (RFC 4180: CRLF line ends,
@@ -50,9 +53,11 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		return fmt.Errorf("write csv: %w", err)
 	}
 	t := newTotals()
+	fl := flagged{}
 	rec := make([]string, len(CSVLineHeader))
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
+		fl.add(l)
 		csvLine(rec, l)
 		return lw.Write(rec)
 	})
@@ -60,6 +65,10 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		return fmt.Errorf("write csv: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	vs, err := rp.verdicts(ctx, cur, fl)
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
@@ -86,7 +95,7 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		return fmt.Errorf("write csv: %w", err)
 	}
 	for _, c := range cur {
-		if err := sw.Write(csvSummary(c)); err != nil {
+		if err := sw.Write(append(csvSummary(c), csvVerdict(c, vs[c.Currency])...)); err != nil {
 			return fmt.Errorf("write csv: %w", err)
 		}
 	}
@@ -127,7 +136,7 @@ func csvSummary(c *CurrencyTotals) []string {
 	}
 	b := c.Balance
 	if b == nil {
-		return append(rec, make([]string, len(CSVSummaryHeader)-len(rec))...)
+		return append(rec, make([]string, len(CSVSummaryHeader)-len(csvVerdictHeader)-len(rec))...)
 	}
 	opt := func(d *decimal.Decimal) string {
 		if d == nil {

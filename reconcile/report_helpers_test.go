@@ -103,7 +103,8 @@ func (e *env) observe(o rOrder, source store.Source) {
 // balance_drift finding; usd moves exactly as expected.
 func reportEnv(t *testing.T) *env {
 	t.Helper()
-	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 10, 31, 21, 0, 0, 0, time.UTC)}})
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 10, 31, 21, 0, 0, 0, time.UTC)},
+		cfg: reconcile.Config{DriftGrace: 1}})
 
 	old := rOrder{id: "0a000000-0000-4000-8000-000000000000", mid: "m-old", typ: "payin", status: "completed",
 		created: "2026-10-31T21:30:00Z", amount: "40.00", net: "38.80", ccy: "brl", completed: "2026-10-31T21:59:00Z"}

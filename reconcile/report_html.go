@@ -23,6 +23,9 @@ import (
 //go:embed report.html.tmpl
 var reportHTML string
 
+//go:embed report_verdict.html.tmpl
+var reportVerdictHTML string
+
 func parseReportTemplates() (*template.Template, error) {
 	t, err := template.New("report").Funcs(template.FuncMap{
 		"time": func(t time.Time) string {
@@ -68,6 +71,9 @@ func parseReportTemplates() (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse report template: %w", err)
 	}
+	if t, err = t.Parse(reportVerdictHTML); err != nil {
+		return nil, fmt.Errorf("parse report template: %w", err)
+	}
 	return t, nil
 }
 
@@ -109,6 +115,8 @@ type htmlHead struct {
 	Max                 int
 	CSVHref             string
 	JSONHref            string
+	// Verdicts are the per-currency verdicts shown first (verdict.go).
+	Verdicts []htmlVerdict
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -246,10 +254,12 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	defer rp.close()
 	t := newTotals()
+	fl := flagged{}
 	first := &firstLines{max: r.htmlMax}
 	byMembership := map[string]int{}
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
+		fl.add(l)
 		byMembership[l.Membership]++
 		first.add(l)
 		return nil
@@ -258,6 +268,10 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 		return fmt.Errorf("write html: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
+	if err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	vs, err := rp.verdicts(ctx, cur, fl)
 	if err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
@@ -276,6 +290,7 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	for _, c := range cur {
 		head.Currencies = append(head.Currencies, newHTMLCurrency(c, rp.p))
+		head.Verdicts = append(head.Verdicts, newHTMLVerdict(c, vs[c.Currency]))
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	exec := func(name string, data any) error { return r.tmpl.ExecuteTemplate(bw, name, data) }
@@ -413,6 +428,13 @@ type chart struct {
 	BalMax, BalMin     string
 	Drift, Unexplained string
 	DriftDots          []dot
+	// DriftValueDots mark each check's whole drift where it differs from
+	// its unexplained part, so a drift the checks explained still shows
+	// as what it was (a one-point line draws nothing).
+	DriftValueDots []dot
+	// Labels write the value of the last balance snapshot and of the last
+	// check beside their points: a single check is a point with its value.
+	Labels             []valueLabel
 	DriftMax, DriftMin string
 	ZeroY              string
 	Ticks              []xTick
@@ -428,6 +450,27 @@ type dot struct {
 	Bad   bool
 	// Before: a snapshot from before the period, drawn at its start.
 	Before bool
+}
+
+// valueLabel is a value written beside its point, inside the plot.
+type valueLabel struct {
+	X, Y, DY string
+	Text     string
+	Anchor   string
+}
+
+// newValueLabel places text beside the point (x, y): to its left when the
+// point is in the right half of the plot, so the label is never cut off,
+// and above it unless that leaves the plot.
+func newValueLabel(x, y, text string, top int) valueLabel {
+	l := valueLabel{X: x, Y: y, DY: "-8", Text: text, Anchor: "start"}
+	if xf, err := strconv.ParseFloat(x, 64); err == nil && xf > (plotLeft+plotRight)/2 {
+		l.Anchor = "end"
+	}
+	if yf, err := strconv.ParseFloat(y, 64); err == nil && yf-14 < float64(top) {
+		l.DY = "16"
+	}
+	return l
 }
 
 // xTick is one labelled tick of the time axis: its time, and the date
@@ -480,6 +523,11 @@ func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 		pts = append(pts, xs+","+ys)
 	}
 	ch.Balance = strings.Join(pts, " ")
+	if n := len(ch.BalanceDots); n > 0 {
+		last := b.Series[len(b.Series)-1]
+		ch.Labels = append(ch.Labels, newValueLabel(ch.BalanceDots[n-1].X, ch.BalanceDots[n-1].Y,
+			c.Format(last.Amount)+" "+c.Currency, balTop))
+	}
 
 	dMin, dMax := decimal.Zero, decimal.Zero
 	for _, d := range b.Drifts {
@@ -500,9 +548,21 @@ func newChart(c *CurrencyTotals, b *BalanceSummary, p Period) *chart {
 		xs := x(d.At)
 		dy, uy := scaleY(d.Drift, dMin, dMax, driftTop, driftBottom), scaleY(d.Unexplained, dMin, dMax, driftTop, driftBottom)
 		dp, up = append(dp, xs+","+dy), append(up, xs+","+uy)
-		ch.DriftDots = append(ch.DriftDots, dot{X: xs, Y: uy, Bad: !d.WithinTolerance,
-			Title: fmt.Sprintf("at %s UTC: drift %s, explained %s, unexplained %s %s", d.At.Format("2006-01-02 15:04:05"),
-				c.Format(d.Drift), c.Format(d.Explained), c.Format(d.Unexplained), c.Currency)})
+		title := fmt.Sprintf("at %s UTC: drift %s, explained %s, unexplained %s %s", d.At.Format("2006-01-02 15:04:05"),
+			c.Format(d.Drift), c.Format(d.Explained), c.Format(d.Unexplained), c.Currency)
+		ch.DriftDots = append(ch.DriftDots, dot{X: xs, Y: uy, Bad: !d.WithinTolerance, Title: title})
+		if dy != uy {
+			ch.DriftValueDots = append(ch.DriftValueDots, dot{X: xs, Y: dy, Title: title})
+		}
+	}
+	if n := len(b.Drifts); n > 0 {
+		last := b.Drifts[n-1]
+		text := "drift " + c.Format(last.Drift)
+		if !last.Unexplained.Equal(last.Drift) {
+			text += ", unexplained " + c.Format(last.Unexplained)
+		}
+		y := scaleY(last.Drift, dMin, dMax, driftTop, driftBottom)
+		ch.Labels = append(ch.Labels, newValueLabel(x(last.At), y, text+" "+c.Currency, driftTop))
 	}
 	ch.Drift, ch.Unexplained = strings.Join(dp, " "), strings.Join(up, " ")
 	return ch

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"time"
 
@@ -18,7 +21,13 @@ import (
 // WriteJSON writes the report of p as one JSON object, element by element
 // as it is read, so a period of any size streams:
 //
-//	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…]}
+//	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…],"digest":"…"}
+//
+// Each currency has its verdict, bridge and breaks (verdict.go). digest
+// is the hex SHA-256 of the report as written but for the digest itself,
+// period.generatedAt and the breaks' ageSeconds (both measured from the
+// generation time): the same period over the same data gives the same
+// digest.
 //
 // The totals come first, so the store is read twice (totals, then lines)
 // inside one consistent read transaction. docs/finance.md documents
@@ -30,19 +39,31 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	}
 	defer rp.close()
 	t := newTotals()
-	if err := rp.lines(ctx, func(l *Line) error { t.add(l); return nil }); err != nil {
+	fl := flagged{}
+	if err := rp.lines(ctx, func(l *Line) error { t.add(l); fl.add(l); return nil }); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
 	cur, err := rp.finish(ctx, t)
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
+	vs, err := rp.verdicts(ctx, cur, fl)
+	if err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	// The digest hashes what is written but the generation time and the
+	// breaks' ages (measured from it): see jsonWriter.
 	jw := newJSONWriter(w)
 	jw.raw(`{"period":`)
-	jw.value(jsonPeriod{From: jsonTime(rp.p.From), To: jsonTime(rp.p.To), GeneratedAt: jsonTime(rp.gen), Timezone: "UTC"})
+	period := jsonPeriod{From: jsonTime(rp.p.From), To: jsonTime(rp.p.To), GeneratedAt: jsonTime(rp.gen), Timezone: "UTC"}
+	jw.unhashed(func() { jw.value(period) })
+	period.GeneratedAt = jsonTime{}
+	jw.hashOnly(period)
 	jw.raw(",\n\"currencies\":[")
 	for i, c := range cur {
-		jw.elem(i, newJSONCurrency(c))
+		jc := jsonCurrencyVerdict{newJSONCurrency(c), newJSONVerdict(c, vs[c.Currency])}
+		jw.unhashed(func() { jw.elem(i, jc) })
+		jw.hashOnly(jc.zeroAges())
 	}
 	jw.raw("],\n\"orders\":[")
 	n := 0
@@ -74,7 +95,8 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
-	jw.raw("]}\n")
+	jw.raw("]")
+	jw.unhashed(func() { jw.raw(",\n\"digest\":\"" + hex.EncodeToString(jw.h.Sum(nil)) + "\"}\n") })
 	if err := jw.flush(); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
@@ -83,15 +105,21 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 
 // jsonWriter writes JSON values through a buffer, remembering the first
 // error so the callers check once.
+//
+// Everything written also goes into h, the report's digest, except what
+// is written inside unhashed; hashOnly adds a value to the digest alone
+// (the canonical form of something written unhashed).
 type jsonWriter struct {
-	w   *bufio.Writer
-	buf bytes.Buffer
-	enc *json.Encoder
-	err error
+	w    *bufio.Writer
+	buf  bytes.Buffer
+	enc  *json.Encoder
+	err  error
+	h    hash.Hash
+	skip bool
 }
 
 func newJSONWriter(w io.Writer) *jsonWriter {
-	jw := &jsonWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	jw := &jsonWriter{w: bufio.NewWriterSize(w, 64<<10), h: sha256.New()}
 	jw.enc = json.NewEncoder(&jw.buf)
 	jw.enc.SetEscapeHTML(false)
 	return jw
@@ -100,19 +128,47 @@ func newJSONWriter(w io.Writer) *jsonWriter {
 func (jw *jsonWriter) raw(s string) {
 	if jw.err == nil {
 		_, jw.err = jw.w.WriteString(s)
+		if !jw.skip {
+			jw.h.Write([]byte(s))
+		}
 	}
 }
 
 // value writes v compactly, without the encoder's newline.
 func (jw *jsonWriter) value(v any) {
+	b := jw.encode(v)
 	if jw.err != nil {
 		return
 	}
+	_, jw.err = jw.w.Write(b)
+	if !jw.skip {
+		jw.h.Write(b)
+	}
+}
+
+func (jw *jsonWriter) encode(v any) []byte {
+	if jw.err != nil {
+		return nil
+	}
 	jw.buf.Reset()
 	if jw.err = jw.enc.Encode(v); jw.err != nil {
-		return
+		return nil
 	}
-	_, jw.err = jw.w.Write(bytes.TrimSuffix(jw.buf.Bytes(), []byte("\n")))
+	return bytes.TrimSuffix(jw.buf.Bytes(), []byte("\n"))
+}
+
+// unhashed runs fn with the digest not taking what it writes.
+func (jw *jsonWriter) unhashed(fn func()) {
+	jw.skip = true
+	fn()
+	jw.skip = false
+}
+
+// hashOnly adds v to the digest without writing it.
+func (jw *jsonWriter) hashOnly(v any) {
+	if b := jw.encode(v); jw.err == nil {
+		jw.h.Write(b)
+	}
 }
 
 // elem writes the i-th element of an array, one per line.
@@ -298,19 +354,26 @@ func newJSONLine(l *Line) jsonLine {
 }
 
 type jsonFinding struct {
-	ID         int64           `json:"id"`
-	Kind       string          `json:"kind"`
-	Key        string          `json:"key"`
-	State      string          `json:"state"`
-	FoundAt    jsonTime        `json:"foundAt"`
-	ResolvedAt jsonTime        `json:"resolvedAt"`
-	Summary    string          `json:"summary"`
-	Detail     json.RawMessage `json:"detail"`
+	ID         int64                 `json:"id"`
+	Kind       string                `json:"kind"`
+	Key        string                `json:"key"`
+	State      string                `json:"state"`
+	Status     string                `json:"status"`
+	FoundAt    jsonTime              `json:"foundAt"`
+	ResolvedAt jsonTime              `json:"resolvedAt"`
+	Resolution string                `json:"resolution,omitempty"`
+	ResolvedBy string                `json:"resolvedBy,omitempty"`
+	Summary    string                `json:"summary"`
+	Detail     json.RawMessage       `json:"detail"`
+	Trail      []store.FindingAction `json:"trail"`
 }
 
 func newJSONFinding(f store.Finding) jsonFinding {
-	j := jsonFinding{ID: f.ID, Kind: f.Kind, Key: f.Key, State: f.State, FoundAt: jsonTime(f.FoundAt),
-		Summary: FindingSummary(f), Detail: f.Detail}
+	j := jsonFinding{ID: f.ID, Kind: f.Kind, Key: f.Key, State: f.State, Status: f.Status, FoundAt: jsonTime(f.FoundAt),
+		Resolution: f.Resolution, ResolvedBy: f.ResolvedBy, Summary: FindingSummary(f), Detail: f.Detail, Trail: f.Trail}
+	if j.Trail == nil {
+		j.Trail = []store.FindingAction{}
+	}
 	if f.ResolvedAt != nil {
 		j.ResolvedAt = jsonTime(*f.ResolvedAt)
 	}

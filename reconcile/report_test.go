@@ -113,6 +113,19 @@ type reportJSON struct {
 			ExpectedMovement, Drift, DriftExplained, DriftUnexplained *string
 			Comparisons, ComparisonsOutOfTolerance                    int
 		}
+		Verdict string
+		Bridge  struct {
+			Opening                            *string
+			Movements                          struct{ Payins, Payouts, Refunds, Fees, Other string }
+			ExpectedClosing, Closing, Residual *string
+		}
+		Breaks []struct {
+			FindingID  int64
+			Kind, Key  string
+			Amount     *string
+			AgeSeconds int64
+			Priority   string
+		}
 	}
 	Orders []struct {
 		ID, MerchantOrderID, Type, Status, Membership string
@@ -128,14 +141,19 @@ type reportJSON struct {
 	Findings []struct {
 		ID                  int64
 		Kind, Key, State    string
+		Status              string
 		FoundAt, ResolvedAt *string
+		Resolution          string
+		ResolvedBy          string
 		Summary             string
 		Detail              json.RawMessage
+		Trail               []store.FindingAction
 	}
 	Runs []struct {
 		ID         int64
 		Job, Error string
 	}
+	Digest string
 }
 
 func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {
@@ -755,7 +773,8 @@ func TestReporter_WriteHTML_lineOrder(t *testing.T) {
 // the 10:00 snapshot, explains all of it.
 func minutesEnv(t *testing.T) *env {
 	t.Helper()
-	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}})
+	e := newEnv(t, envOptions{clock: &clock{t: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)},
+		cfg: reconcile.Config{DriftGrace: 1}})
 	if err := e.fake.AdjustBalance("brl", "1000.00"); err != nil {
 		t.Fatal(err)
 	}

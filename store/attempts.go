@@ -750,7 +750,7 @@ func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, er
 		where, args = append(where, "kind = ?"), append(args, q.Kind)
 	}
 	args = append(args, pageLimit(q.Limit))
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, kind, subject_key, detail, found_at, resolved_at
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+findingColumns+`
 		FROM findings WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list findings: %w", err)
@@ -758,26 +758,18 @@ func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, er
 	defer rows.Close()
 	var out []Finding
 	for rows.Next() {
-		var (
-			f        Finding
-			detail   string
-			foundAt  int64
-			resolved sql.NullInt64
-		)
-		if err := rows.Scan(&f.ID, &f.Kind, &f.Key, &detail, &foundAt, &resolved); err != nil {
+		f, err := scanFinding(rows)
+		if err != nil {
 			return nil, fmt.Errorf("list findings: %w", err)
-		}
-		f.Detail = jsonOrNull([]byte(detail))
-		f.FoundAt = time.UnixMilli(foundAt).UTC()
-		f.State = "open"
-		if resolved.Valid {
-			at := time.UnixMilli(resolved.Int64).UTC()
-			f.ResolvedAt, f.State = &at, "resolved"
 		}
 		out = append(out, f)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list findings: %w", err)
+	}
+	rows.Close()
+	if err := loadTrails(ctx, s.rdb, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

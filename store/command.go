@@ -245,7 +245,7 @@ func init() {
 		&markPublishedCmd{}, &advanceOutboxCmd{}, &pruneOutboxCmd{}, &setAsideCmd{}, &requeueSetAsideCmd{},
 		&startRunCmd{}, &finishRunCmd{}, &UpsertRequisitesCmd{}, &deactivateRequisiteCmd{},
 		&requisiteSweptCmd{}, &balanceSnapshotCmd{}, &advanceLedgerCmd{},
-		&OpenFindingCmd{}, &ResolveFindingsCmd{}, NoopCmd{},
+		&OpenFindingCmd{}, &ResolveFindingsCmd{}, &FindingActionCmd{}, NoopCmd{},
 	} {
 		RegisterCommand(c.Kind(), newOf(c))
 	}

@@ -541,7 +541,7 @@ func scanSnapshot(r snapshotRow) (BalanceSnapshot, error) {
 
 // DriftOpening returns the snapshot a new comparison of currency should
 // open from, given the closing snapshot just taken: where the last
-// comparison left the books balanced (its closing snapshot, or rather the
+// comparison left the books balanced (or a person accepted its gap) (its closing snapshot, or rather the
 // latest snapshot before closing), or, when the last comparison left drift
 // unexplained beyond tolerance, that comparison's opening snapshot. ok is
 // false when there is no earlier snapshot.
@@ -550,7 +550,9 @@ func (s *Store) DriftOpening(ctx context.Context, closing BalanceSnapshot) (snap
 		openingID int64
 		within    bool
 	)
-	err = s.rdb.QueryRowContext(ctx, `SELECT opening_id, within_tolerance FROM balance_drifts
+	// A comparison a person accepted (its finding resolved as explained
+	// or written off) counts as agreed, like one within tolerance.
+	err = s.rdb.QueryRowContext(ctx, `SELECT opening_id, within_tolerance OR accepted FROM balance_drifts
 		WHERE currency = ? AND closing_id < ? ORDER BY closing_at DESC, id DESC LIMIT 1`,
 		closing.Currency, closing.ID).Scan(&openingID, &within)
 	switch {
@@ -591,6 +593,30 @@ type BalanceDrift struct {
 	Detail     json.RawMessage
 	RunID      int64
 	ComputedAt time.Time
+}
+
+// UnexplainedStreak returns how many of the latest comparisons of
+// currency, newest first and at most limit, left drift unexplained beyond
+// tolerance in a row (a comparison a person accepted ends the streak).
+func (tx *Tx) UnexplainedStreak(currency string, limit int) (int, error) {
+	rows, err := tx.Query(`SELECT within_tolerance OR accepted FROM balance_drifts
+		WHERE currency = ? ORDER BY closing_at DESC, id DESC LIMIT ?`, strings.ToLower(currency), limit)
+	if err != nil {
+		return 0, fmt.Errorf("drift streak %s: %w", currency, err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var agreed bool
+		if err := rows.Scan(&agreed); err != nil {
+			return 0, fmt.Errorf("drift streak %s: %w", currency, err)
+		}
+		if agreed {
+			break
+		}
+		n++
+	}
+	return n, rows.Err()
 }
 
 // InsertBalanceDrift stores a comparison and returns its id.

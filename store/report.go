@@ -252,36 +252,37 @@ func appendKinds(dst []string, s string) []string {
 // [from, to): found before to and not resolved before from, in id order.
 // State and ResolvedAt say how each stands now.
 func (r *ReportTx) Findings(ctx context.Context, from, to time.Time, fn func(Finding) error) error {
-	rows, err := r.tx.QueryContext(ctx, `SELECT id, kind, subject_key, detail, found_at, resolved_at
+	rows, err := r.tx.QueryContext(ctx, `SELECT `+findingColumns+`
 		FROM findings WHERE found_at < ? AND (resolved_at IS NULL OR resolved_at >= ?)
 		ORDER BY id`, to.UnixMilli(), from.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("report findings: %w", err)
 	}
-	defer rows.Close()
+	// Read them all first: the trails are read with a second query on the
+	// same transaction, which cannot run while these rows are open. A
+	// period's findings are few (they are exceptions).
+	var fs []Finding
 	for rows.Next() {
-		var (
-			f        Finding
-			detail   string
-			foundAt  int64
-			resolved sql.NullInt64
-		)
-		if err := rows.Scan(&f.ID, &f.Kind, &f.Key, &detail, &foundAt, &resolved); err != nil {
+		f, err := scanFinding(rows)
+		if err != nil {
+			rows.Close()
 			return fmt.Errorf("report findings: %w", err)
 		}
-		f.Detail = jsonOrNull([]byte(detail))
-		f.FoundAt = unixMilliUTC(foundAt)
-		f.State = "open"
-		if resolved.Valid {
-			at := unixMilliUTC(resolved.Int64)
-			f.ResolvedAt, f.State = &at, "resolved"
-		}
-		if err := fn(f); err != nil {
+		fs = append(fs, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("report findings: %w", err)
+	}
+	for i := 0; i < len(fs); i += 500 {
+		if err := loadTrails(ctx, r.tx, fs[i:min(i+500, len(fs))]); err != nil {
 			return err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("report findings: %w", err)
+	for _, f := range fs {
+		if err := fn(f); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -133,13 +133,23 @@ func (tx *Tx) InsertEvent(ev OutboxEvent) (inserted bool, err error) {
 
 // Finding is a finding as stored and as its events carry it.
 type Finding struct {
-	ID         int64           `json:"id"`
-	Kind       string          `json:"kind"`
-	Key        string          `json:"key"`
-	State      string          `json:"state"` // "open" or "resolved"
+	ID   int64  `json:"id"`
+	Kind string `json:"kind"`
+	Key  string `json:"key"`
+	// State is "open" or "resolved"; Status adds "acknowledged" (open,
+	// with a person on it).
+	State      string          `json:"state"`
+	Status     string          `json:"status"`
 	Detail     json.RawMessage `json:"detail"`
 	FoundAt    time.Time       `json:"foundAt"`
 	ResolvedAt *time.Time      `json:"resolvedAt,omitempty"`
+	// AcknowledgedAt is when a person acknowledged the finding.
+	AcknowledgedAt *time.Time `json:"acknowledgedAt,omitempty"`
+	// Resolution and ResolvedBy are set when a person resolved it.
+	Resolution string `json:"resolution,omitempty"`
+	ResolvedBy string `json:"resolvedBy,omitempty"`
+	// Trail lists every action people took on it, oldest first.
+	Trail []FindingAction `json:"trail"`
 }
 
 // Finding kinds known to orderd. Other packages may use others.
@@ -212,14 +222,22 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
 	}
 	now := tx.Now()
-	err = tx.QueryRow(`INSERT INTO findings (kind, subject_key, detail, found_at, updated_at)
-		VALUES (?, ?, ?, ?, ?)
+	state := stateKey(kind, raw)
+	// A person resolved the latest finding of this subject in this very
+	// state: the check sees what they settled, not a new problem.
+	if last, same, err := tx.resolvedByPerson(kind, key, state); err != nil {
+		return 0, false, err
+	} else if same {
+		return last, false, nil
+	}
+	err = tx.QueryRow(`INSERT INTO findings (kind, subject_key, detail, found_at, updated_at, state_key)
+		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (kind, subject_key) WHERE resolved_at IS NULL DO NOTHING
-		RETURNING id`, kind, key, string(raw), now.UnixMilli(), now.UnixMilli()).Scan(&id)
+		RETURNING id`, kind, key, string(raw), now.UnixMilli(), now.UnixMilli(), state).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRow(`UPDATE findings SET detail = ?, updated_at = ?
+		err = tx.QueryRow(`UPDATE findings SET detail = ?, updated_at = ?, state_key = ?
 			WHERE kind = ? AND subject_key = ? AND resolved_at IS NULL RETURNING id`,
-			string(raw), now.UnixMilli(), kind, key).Scan(&id)
+			string(raw), now.UnixMilli(), state, kind, key).Scan(&id)
 		if err != nil {
 			return 0, false, fmt.Errorf("open finding %s %s: refresh: %w", kind, key, err)
 		}
@@ -228,7 +246,8 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 	if err != nil {
 		return 0, false, fmt.Errorf("open finding %s %s: %w", kind, key, err)
 	}
-	f := Finding{ID: id, Kind: kind, Key: key, State: "open", Detail: raw, FoundAt: time.UnixMilli(now.UnixMilli()).UTC()}
+	f := Finding{ID: id, Kind: kind, Key: key, State: StatusOpen, Status: StatusOpen, Detail: raw,
+		FoundAt: time.UnixMilli(now.UnixMilli()).UTC(), Trail: []FindingAction{}}
 	if err := tx.findingEvent(f, now); err != nil {
 		return 0, false, err
 	}
@@ -241,7 +260,7 @@ func (tx *Tx) OpenFinding(kind, key string, detail any) (id int64, opened bool, 
 func (tx *Tx) ResolveFinding(kind, key string) (resolved bool, err error) {
 	now := tx.Now()
 	var (
-		f       = Finding{Kind: kind, Key: key, State: "resolved"}
+		f       = Finding{Kind: kind, Key: key, State: StatusResolved, Status: StatusResolved, Trail: []FindingAction{}}
 		detail  string
 		foundAt int64
 	)
@@ -258,6 +277,28 @@ func (tx *Tx) ResolveFinding(kind, key string) (resolved bool, err error) {
 	f.FoundAt = time.UnixMilli(foundAt).UTC()
 	at := time.UnixMilli(now.UnixMilli()).UTC()
 	f.ResolvedAt = &at
+	// A finding people worked on (acknowledged, or reopened after a
+	// resolution) is sent with its trail, under an id of its own: a
+	// reopened finding can be resolved again.
+	full, err := findingByID(context.Background(), txQueryer{tx}, f.ID)
+	if err != nil {
+		return false, err
+	}
+	if n := len(full.Trail); n > 0 {
+		data, err := json.Marshal(full)
+		if err != nil {
+			return false, fmt.Errorf("finding %d event: %w", f.ID, err)
+		}
+		_, err = tx.InsertEvent(OutboxEvent{
+			ID:           EventID(strconv.FormatInt(f.ID, 10), f.State, "after", strconv.Itoa(n)),
+			Type:         "reconcile." + SubjectToken(f.Kind),
+			Subject:      FindingSubject(f.Kind),
+			EventSubject: f.Key,
+			Time:         now,
+			Data:         data,
+		})
+		return err == nil, err
+	}
 	if err := tx.findingEvent(f, now); err != nil {
 		return false, err
 	}

@@ -270,6 +270,11 @@ type ReconcileConfig struct {
 	// DriftTolerance is per lowercase currency; a currency not listed has
 	// tolerance zero. See DriftToleranceFor.
 	DriftTolerance map[string]decimal.Decimal `yaml:"drift_tolerance"`
+	// DriftGrace is how many consecutive balance checks must leave an
+	// amount unexplained before a balance_drift finding opens: a movement
+	// the provider has made but orderd has not heard of yet explains itself
+	// by the next check, and must not page finance.
+	DriftGrace int `yaml:"drift_grace"`
 	// UnresolvedAfter is how long an in-doubt creation may stay unsettled
 	// before it becomes an unresolved_creation finding.
 	UnresolvedAfter time.Duration `yaml:"unresolved_after"`
@@ -357,6 +362,7 @@ func DefaultConfig() *Config {
 			},
 			Concurrency:     4,
 			DriftTolerance:  map[string]decimal.Decimal{},
+			DriftGrace:      2,
 			UnresolvedAfter: time.Hour,
 			BackoffBase:     time.Minute,
 			BackoffMax:      time.Hour,
@@ -946,6 +952,9 @@ func (c *Config) validate(use configUse) error {
 		if rc.DriftTolerance[cur].IsNegative() {
 			add(key, "must not be negative (got %s)", rc.DriftTolerance[cur])
 		}
+	}
+	if rc.DriftGrace < 1 {
+		add("reconcile.drift_grace", "must be at least 1 (got %d)", rc.DriftGrace)
 	}
 	positive("reconcile.unresolved_after", rc.UnresolvedAfter)
 	positive("reconcile.backoff_base", rc.BackoffBase)

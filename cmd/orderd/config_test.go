@@ -56,6 +56,7 @@ func TestParseConfig_Defaults(t *testing.T) {
 		{"nats.duplicate_window", d.NATS.DuplicateWindow, 20 * time.Minute},
 		{"reconcile.doubt_min_age", d.Reconcile.DoubtMinAge, time.Minute},
 		{"reconcile.boundary_window", d.Reconcile.BoundaryWindow, 10 * time.Second},
+		{"reconcile.drift_grace", d.Reconcile.DriftGrace, 2},
 		{"reconcile.schedules", d.Reconcile.Schedules, Schedules{"@every 1m", "@every 30s", "@every 15m", "@every 5m", "0 1 * * *"}},
 		{"log.level", d.Log.Level, "info"},
 	} {
@@ -277,6 +278,7 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "give_up_after not above stale_after", extra: "reconcile:\n  give_up_after: 5m", want: "reconcile.give_up_after: 5m0s must be longer than reconcile.stale_after (5m0s)"},
 		{name: "zero concurrency", extra: "reconcile:\n  concurrency: 0", want: "reconcile.concurrency: must be at least 1 (got 0)"},
 		{name: "backoff_max below backoff_base", extra: "reconcile:\n  backoff_base: 10m\n  backoff_max: 1m", want: "reconcile.backoff_max: 1m0s is below reconcile.backoff_base 10m0s"},
+		{name: "drift grace below one", extra: "reconcile:\n  drift_grace: 0", want: "reconcile.drift_grace: must be at least 1 (got 0)"},
 		{name: "negative drift tolerance", extra: "reconcile:\n  drift_tolerance:\n    usd: \"-0.01\"", want: "reconcile.drift_tolerance.usd: must not be negative (got -0.01)"},
 		{name: "subject prefix with a dot", extra: "nats:\n  subject_prefix: acme.orderd", want: `nats.subject_prefix: "acme.orderd" is not one subject token`},
 		{name: "subject prefix with a wildcard", extra: "nats:\n  subject_prefix: \"*\"", want: `nats.subject_prefix: "*" is not one subject token`},

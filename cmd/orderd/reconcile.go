@@ -171,6 +171,7 @@ func newReconciler(cfg *Config, st *store.Store, client *provider.Client, logger
 		BoundaryWindow:  cfg.Reconcile.BoundaryWindow,
 		Concurrency:     cfg.Reconcile.Concurrency,
 		DriftTolerance:  cfg.Reconcile.DriftTolerance,
+		DriftGrace:      cfg.Reconcile.DriftGrace,
 		UnresolvedAfter: cfg.Reconcile.UnresolvedAfter,
 		BackoffBase:     cfg.Reconcile.BackoffBase,
 		BackoffMax:      cfg.Reconcile.BackoffMax,

@@ -42,7 +42,8 @@ func orderEvent(t *testing.T, data string) []byte {
 }
 
 func findingEvent(t *testing.T, detail string) []byte {
-	data := `{"id":7,"kind":"stuck_order","key":"o-1","state":"open","detail":` + detail + `,"foundAt":"2026-03-01T10:01:00Z"}`
+	data := `{"id":7,"kind":"stuck_order","key":"o-1","state":"open","status":"open","detail":` + detail +
+		`,"foundAt":"2026-03-01T10:01:00Z","trail":[]}`
 	return encode(t, store.OutboxEvent{Type: "reconcile.stuck_order", Subject: "reconcile.stuck_order",
 		EventSubject: "o-1", Data: json.RawMessage(data)})
 }
