@@ -172,10 +172,11 @@ func (c *postponeWatchCmd) Apply(tx *store.Tx) (any, error) {
 
 // driftRecorded is what recordDriftCmd did to the currency's finding.
 // Waiting: the drift is unexplained but has not been for Grace checks yet
-// (Checks so far), so no finding opened.
+// (Checks so far), so no finding opened. HeldOpen: the books agree, but
+// the open finding is one a person reopened, so it stays open for them.
 type driftRecorded struct {
-	Opened, Resolved, Waiting bool
-	Checks                    int
+	Opened, Resolved, Waiting, HeldOpen bool
+	Checks                              int
 }
 
 // recordDriftCmd stores a balance comparison and opens or resolves the
@@ -204,6 +205,12 @@ func (c *recordDriftCmd) Apply(tx *store.Tx) (any, error) {
 	var err error
 	switch {
 	case d.WithinTolerance:
+		// A comparison that agrees opens where the books last agreed or a
+		// person accepted a gap; after a person reopened the finding of
+		// such a gap, a later agreeing comparison says nothing about it.
+		if out.HeldOpen, err = tx.ReopenedFinding(store.FindingBalanceDrift, c.Currency); err != nil || out.HeldOpen {
+			return out, err
+		}
 		out.Resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, c.Currency)
 	case c.Grace > 1:
 		if out.Checks, err = tx.UnexplainedStreak(c.Currency, c.Grace); err != nil {
