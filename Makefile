@@ -32,7 +32,7 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-snapshot bench-scale vulncheck rules-test \
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
 	node-deps asyncapi-check consumers-check
 
 ## test: install missing Debian packages (as root with apt), check formatting,
@@ -126,6 +126,16 @@ bench-daemon: deps build
 ## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N adjust it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
+
+## bench-seed: orderd cluster seed of a single-node database of
+## SEED_ORDERS orders (default 100,000, built through the store's write
+## path), the seeded instance and an empty-disk instance started on the
+## new log until both agree on every replicated table; orderd backup of the
+## same database is the ceiling. The normal tests run the same code at
+## 2,000 orders.
+SEED_ORDERS ?= 100000
+bench-seed:
+	ORDERD_SEED_ORDERS=$(SEED_ORDERS) $(GO) test -run '^$$' -bench '^BenchmarkCluster_Seed$$' -benchtime 1x -timeout 60m ./cmd/orderd/
 
 ## bench-snapshot: snapshots on a database of SNAPSHOT_ORDERS orders (default
 ## 300,000, built through the store's write path) on three embedded NATS

@@ -64,6 +64,12 @@ func (e *entry) finish(res []store.OpResult, err error) {
 // entry. A caller whose context ends first gets store.ErrUnconfirmed: the
 // entry may still be applied.
 func (n *Node) Execute(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	if err := n.Fatal(); err != nil {
+		// This database can no longer follow the log: nothing it
+		// appends could be applied here, and another log's instances
+		// would skip it.
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	c := &call{ops: ops, done: make(chan struct{})}
 	select {
 	case n.calls <- c:
@@ -149,6 +155,7 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set(headerNode, n.cfg.Node)
+	msg.Header.Set(headerLogID, n.logID)
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	_, err = n.js.PublishMsg(actx, msg)
@@ -262,6 +269,25 @@ func (n *Node) follow(ctx context.Context) error {
 	}
 }
 
+// foreignEntry decides about entry seq of log id, which this database
+// does not follow: when the stream is still this node's log, the entry
+// was appended by an instance following a replaced log and is skipped
+// (nil); when the stream is now log id, this node is the stale one and
+// stops for good.
+func (n *Node) foreignEntry(ctx context.Context, seq uint64, id string) error {
+	info, err := n.streamInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if cur := streamLogID(info.Config); cur != n.logID {
+		return fmt.Errorf("%w: the log %s is now log %s (entry %d), this database follows log %s: restart this instance on an empty disk, which restores the new log's snapshot",
+			errFatal, n.cfg.LogStream, cur, seq, n.logID)
+	}
+	n.m.foreignEntries.Inc()
+	n.cfg.Logger.Warn("skipped a log entry of another log: an instance following a replaced log still appends; stop it", "seq", seq, "entry_log", id, "log", n.logID)
+	return nil
+}
+
 // maxApplyBatch bounds the log entries applied in one transaction.
 const maxApplyBatch = 128
 
@@ -286,8 +312,16 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
 		case seq != next:
 			return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, next-1)
 		}
-		ops, err := store.DecodeOps(msg.Data())
-		if err != nil {
+		var ops []store.Op
+		if id := msg.Headers().Get(headerLogID); id != "" && id != n.logID {
+			// Appended by an instance that follows another log under
+			// this stream's name (the log was lost and seeded anew).
+			if err := n.foreignEntry(ctx, seq, id); err != nil {
+				return err
+			}
+			// A stale instance's entry: every instance of this log
+			// applies it as an entry without ops, so they stay alike.
+		} else if ops, err = store.DecodeOps(msg.Data()); err != nil {
 			return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
 		}
 		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops})

@@ -12,6 +12,7 @@ type metrics struct {
 	appendErrors   prometheus.Counter
 	applyErrors    prometheus.Counter
 	snapshotErrors prometheus.Counter
+	foreignEntries prometheus.Counter
 	// snapshotUploaded counts what snapshots wrote to the snapshot
 	// store, against orderd_snapshot_seq's database: the cost of
 	// snapshots as the database grows.
@@ -37,11 +38,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Failed attempts to apply a log entry to the local database (retried)."}),
 		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_errors_total",
 			Help: "Snapshots the leader failed to write."}),
+		foreignEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_foreign_entries_total",
+			Help: "Log entries of another log (appended by an instance following a replaced log) skipped unapplied."}),
 		snapshotUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_uploaded_bytes_total",
 			Help: "Bytes this instance's snapshots wrote to the snapshot store (changed chunks and manifests)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors, m.snapshotUploaded)
+		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors,
+			m.foreignEntries, m.snapshotUploaded)
 	}
 	return m
 }

@@ -32,6 +32,9 @@ type Node struct {
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
 	obj    jetstream.ObjectStore
+	// logID is the id of the log this node follows: the log stream's,
+	// which its database records.
+	logID string
 
 	boot  string        // this process's id in message ids
 	next  atomic.Uint64 // message id counter
@@ -80,29 +83,28 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 		closed:    make(chan struct{}),
 	}
 	n.m = newMetrics(cfg.Registerer)
-	if err := n.provision(ctx); err != nil {
+	if err := n.provision(ctx, newLogID()); err != nil {
+		return nil, err
+	}
+	if err := n.checkSettings(ctx); err != nil {
 		return nil, err
 	}
 	seq, err := st.AppliedSeq(ctx)
 	if err != nil {
 		return nil, err
 	}
+	follow, err := n.checkIdentity(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.checkAssets(ctx, seq); err != nil {
 		return nil, err
 	}
-	if seq == 0 {
-		// A database with records that never applied an entry was
-		// written in single-node mode: applying the log on top of it
-		// would give this instance records no other instance has.
-		has, err := st.HasRecords(ctx)
-		if err != nil {
+	if follow {
+		// Recorded only once every check passed: a refused database
+		// stays as it was.
+		if err := st.FollowLog(ctx, n.logID); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
-		}
-		if has {
-			return nil, fmt.Errorf("cluster: the database at store.path holds records but has applied no entry of the log %s: "+
-				"it was written in single-node mode, and replicated mode does not import one (docs/replicated-mode.md, Snapshots, backups and restores); "+
-				"start this instance on an empty disk (move the file away with its -wal and -shm files), or run it in single-node mode",
-				n.cfg.LogStream)
 		}
 	}
 	n.applied.Store(seq)
@@ -110,22 +112,60 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	return n, nil
 }
 
-// checkAssets refuses what would go wrong quietly: a lease TTL other than
-// the bucket's (the instance that created the bucket fixed it; a longer
-// one here could renew too late and let two instances lead), and a
-// database that has applied more of a log than the log holds (it belongs
-// to another log: its applier would wait for ever).
+// checkIdentity makes sure the database follows this log, and sets
+// n.logID. A database that records no log yet is to follow this one
+// (follow) when it is empty (a first start), or when it has applied
+// entries (written before logs had ids). One with records that has applied
+// no entry was written in single-node mode and is refused: orderd cluster
+// seed makes such a database the start of a log. A database recording
+// another log's id is refused (*OtherLogError).
+func (n *Node) checkIdentity(ctx context.Context, seq uint64) (follow bool, err error) {
+	have, err := n.store.LogID(ctx)
+	if err != nil {
+		return false, fmt.Errorf("cluster: %w", err)
+	}
+	logID := streamLogID(n.stream.CachedInfo().Config)
+	if logID == "" {
+		// A log created by an older orderd, or one whose metadata an
+		// edit dropped: it takes the id this database follows, if any,
+		// so that the databases of the log are not all refused.
+		id := have
+		if id == "" {
+			id = newLogID()
+		}
+		if logID, err = adoptLogID(ctx, n.js, n.stream, id); err != nil {
+			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
+		}
+		n.cfg.Logger.Warn("the log stream had no id; it has one now", "log", logID)
+	}
+	n.logID = logID
+	switch {
+	case have == logID:
+		return false, nil
+	case have != "":
+		return false, &OtherLogError{Database: have, Log: logID, Stream: n.cfg.LogStream}
+	case seq == 0:
+		// A database with records that never applied an entry was
+		// written in single-node mode: applying the log on top of it
+		// would give this instance records no other instance has.
+		has, err := n.store.HasRecords(ctx)
+		if err != nil {
+			return false, fmt.Errorf("cluster: %w", err)
+		}
+		if has {
+			return false, fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
+				"it was written in single-node mode; to move it to replicated mode, stop orderd and run orderd cluster seed on it "+
+				"before the log %s holds any entry (docs/replicated-mode.md, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
+		}
+	}
+	return true, nil
+}
+
+// checkAssets refuses a database that has applied more of a log than the
+// log holds (it belongs to another log: its applier would wait for ever).
 func (n *Node) checkAssets(ctx context.Context, applied uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	st, err := n.kv.Status(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster: lease bucket %s: %w", n.cfg.leaseBucket(), err)
-	}
-	if st.TTL() != n.cfg.LeaseTTL {
-		return fmt.Errorf("cluster: cluster.lease_ttl is %s but the lease bucket %s was created with %s: give every instance the same value (docs/replicated-mode.md, What to deploy)",
-			n.cfg.LeaseTTL, n.cfg.leaseBucket(), st.TTL())
-	}
 	info, err := n.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
@@ -140,13 +180,17 @@ func (n *Node) checkAssets(ctx context.Context, applied uint64) error {
 // provision finds or creates the JetStream assets. Each is looked up
 // before it is created: instances starting together must not race to
 // create with different answers.
-func (n *Node) provision(ctx context.Context) error {
+//
+// A log stream it creates gets the id newID. The assets it finds keep
+// their settings: checkSettings compares them with this instance's.
+func (n *Node) provision(ctx context.Context, newID string) error {
 	c := n.cfg
 	var err error
 	n.stream, err = ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return n.js.Stream(ctx, c.LogStream)
 	}, func(ctx context.Context) (jetstream.Stream, error) {
 		return n.js.CreateStream(ctx, jetstream.StreamConfig{
+			Metadata:    map[string]string{logIDKey: newID},
 			Name:        c.LogStream,
 			Description: "orderd's replicated log: every store write, in order",
 			Subjects:    []string{c.subject()},
@@ -352,13 +396,21 @@ func (n *Node) CatchUp(ctx context.Context) error {
 }
 
 func (n *Node) lastSeq(ctx context.Context) (uint64, error) {
+	info, err := n.streamInfo(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+func (n *Node) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	info, err := n.stream.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)
+		return nil, fmt.Errorf("log stream %s: %w", n.cfg.LogStream, err)
 	}
-	return info.State.LastSeq, nil
+	return info, nil
 }
 
 // lagLoop keeps orderd_log_lag current also when nothing is being
@@ -373,7 +425,17 @@ func (n *Node) lagLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if last, err := n.lastSeq(ctx); err == nil {
+		if info, err := n.streamInfo(ctx); err == nil {
+			if id := streamLogID(info.Config); id != n.logID && id != "" {
+				// The log was replaced under this instance (lost and
+				// seeded anew): nothing more of it may be applied here.
+				err := fmt.Errorf("%w: the log %s is now log %s; this database follows log %s: restart this instance on an empty disk, which restores the new log's snapshot",
+					errFatal, n.cfg.LogStream, id, n.logID)
+				if n.fatal.CompareAndSwap(nil, &err) {
+					n.cfg.Logger.Error("the log was replaced; this instance stops applying it", "err", err)
+				}
+			}
+			last := info.State.LastSeq
 			applied := n.applied.Load()
 			lag := uint64(0)
 			if last > applied {

@@ -4,7 +4,9 @@ import "context"
 
 // Status is GET /v1/cluster's answer.
 type Status struct {
-	Node    string `json:"node"`
+	Node string `json:"node"`
+	// Log is the id of the log this instance follows.
+	Log     string `json:"log"`
 	Leader  string `json:"leader"`
 	Leading bool   `json:"leading"`
 	// Term identifies the current lease: the lease bucket's revision at
@@ -27,7 +29,7 @@ type Status struct {
 // Status describes the cluster as this node sees it. What cannot be read
 // (no quorum) is left zero and named in Error.
 func (n *Node) Status(ctx context.Context) Status {
-	st := Status{Node: n.cfg.Node, Leading: n.Leading(), AppliedSeq: n.AppliedSeq()}
+	st := Status{Node: n.cfg.Node, Log: n.logID, Leading: n.Leading(), AppliedSeq: n.AppliedSeq()}
 	var errs []string
 	if err := n.Fatal(); err != nil {
 		errs = append(errs, err.Error())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +35,11 @@ type StreamConfig struct {
 	MaxMsgs         int64
 	// Replicas defaults to 1 (the embedded server is a single node).
 	Replicas int
+	// Shared marks a stream several instances publish to (replicated
+	// mode): the instance that creates it configures it, and an existing
+	// one is used as it is, never updated to this instance's settings
+	// (CheckStream tells when they differ).
+	Shared bool
 }
 
 // EnsureStream creates the stream, or updates it to cfg when it exists, and
@@ -43,11 +50,82 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Shared {
+		s, err := js.Stream(ctx, sc.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateStream(ctx, sc)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				// Another instance created it meanwhile, maybe with
+				// other settings: that one stands.
+				s, err = js.Stream(ctx, sc.Name)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+		return s, nil
+	}
 	s, err := js.CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 	}
 	return s, nil
+}
+
+// SettingError is a setting of StreamConfig that differs from the existing
+// stream's.
+type SettingError struct {
+	// Stream is the stream's name; Setting names the setting as the
+	// configuration's nats section does (replicas, max_age, max_bytes,
+	// duplicate_window, subject_prefix).
+	Stream, Setting string
+	// Have is the value asked for, StreamValue the stream's.
+	Have, StreamValue string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("stream %s has %s %s, not %s", e.Stream, e.Setting, e.StreamValue, e.Have)
+}
+
+// CheckStream compares the existing stream with cfg and returns a
+// *SettingError for the first setting that differs (replicas, max age, max
+// bytes, duplicate window, subjects); nil when they agree or the stream
+// does not exist yet. It changes nothing.
+func CheckStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	want, err := cfg.streamConfig()
+	if err != nil {
+		return err
+	}
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	limit := func(v int64) string {
+		if v <= 0 {
+			return "unlimited"
+		}
+		return fmt.Sprint(v)
+	}
+	diff := func(setting, wantV, haveV string) error {
+		return &SettingError{Stream: want.Name, Setting: setting, Have: wantV, StreamValue: haveV}
+	}
+	switch {
+	case have.Replicas != want.Replicas:
+		return diff("replicas", fmt.Sprint(want.Replicas), fmt.Sprint(have.Replicas))
+	case have.MaxAge != want.MaxAge:
+		return diff("max_age", want.MaxAge.String(), have.MaxAge.String())
+	case limit(have.MaxBytes) != limit(want.MaxBytes):
+		return diff("max_bytes", limit(want.MaxBytes), limit(have.MaxBytes))
+	case have.Duplicates != want.Duplicates:
+		return diff("duplicate_window", want.Duplicates.String(), have.Duplicates.String())
+	case !slices.Equal(have.Subjects, want.Subjects):
+		return diff("subject_prefix", strings.Join(want.Subjects, ","), strings.Join(have.Subjects, ","))
+	}
+	return nil
 }
 
 func (cfg StreamConfig) streamConfig() (jetstream.StreamConfig, error) {

@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,55 @@ func TestEnsureStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := publish.EnsureStream(ctx, js, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnsureStream_Shared: a shared stream (replicated mode) is created
+// with the first caller's settings and never updated by another's;
+// CheckStream names the setting that differs, with both values.
+func TestEnsureStream_Shared(t *testing.T) {
+	e := startNATS(t, t.TempDir(), "127.0.0.1:0")
+	_, js := connectJS(t, e.ClientURL())
+	ctx := t.Context()
+	first := publish.StreamConfig{Shared: true, MaxBytes: 1 << 20, DuplicateWindow: 2 * time.Minute}
+	if err := publish.CheckStream(ctx, js, first); err != nil {
+		t.Fatalf("CheckStream before the stream exists: %v", err)
+	}
+	if _, err := publish.EnsureStream(ctx, js, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish.CheckStream(ctx, js, first); err != nil {
+		t.Fatalf("CheckStream with the creator's settings: %v", err)
+	}
+	tests := []struct {
+		name              string
+		cfg               publish.StreamConfig
+		setting, have, is string
+	}{
+		{"max bytes", publish.StreamConfig{Shared: true, MaxBytes: 20 << 10, DuplicateWindow: 2 * time.Minute}, "max_bytes", "20480", "1048576"},
+		{"duplicate window", publish.StreamConfig{Shared: true, MaxBytes: 1 << 20}, "duplicate_window", "20m0s", "2m0s"},
+		{"max age", publish.StreamConfig{Shared: true, MaxBytes: 1 << 20, DuplicateWindow: 2 * time.Minute, MaxAge: time.Hour}, "max_age", "1h0m0s", "0s"},
+		{"prefix", publish.StreamConfig{Shared: true, MaxBytes: 1 << 20, DuplicateWindow: 2 * time.Minute, Prefix: "shop"}, "subject_prefix", "shop.>", "orderd.>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := publish.CheckStream(ctx, js, tt.cfg)
+			var se *publish.SettingError
+			if !errors.As(err, &se) || se.Setting != tt.setting || se.Have != tt.have || se.StreamValue != tt.is {
+				t.Fatalf("CheckStream: %v, want %s %s against %s", err, tt.setting, tt.have, tt.is)
+			}
+			if tt.setting == "subject_prefix" {
+				return // another prefix is another stream's subjects
+			}
+			s, err := publish.EnsureStream(ctx, js, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := s.CachedInfo().Config
+			if got.MaxBytes != 1<<20 || got.Duplicates != 2*time.Minute || got.MaxAge != 0 {
+				t.Errorf("EnsureStream changed the shared stream: %+v", got)
 			}
 		})
 	}

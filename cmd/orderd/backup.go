@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderd/cluster"
 	"orderd/store"
 )
 
@@ -163,6 +168,11 @@ func restoreCommandWith(hooks restoreHooks) command {
 					// The check names the copy; the user knows the file as -i.
 					return e.usagef("-i %s: %s", *in, strings.ReplaceAll(err.Error(), tmp, *in))
 				}
+				if cfg.Cluster.Enabled {
+					if err := checkRestoreLog(ctx, e, cfg, tmp, *in); err != nil {
+						return err
+					}
+				}
 				if hooks.checked != nil {
 					hooks.checked()
 				}
@@ -307,4 +317,50 @@ func removeDatabase(path string) {
 	for _, suffix := range dbSuffixes {
 		os.Remove(path + suffix)
 	}
+}
+
+// checkRestoreLog refuses, in replicated mode, a backup that follows
+// another log than the one this instance follows: the log's id as its
+// stream records it, and the id the database being replaced records. The
+// instance would refuse to start on it, and a restore must not throw
+// away a good database for a file that cannot be used. A backup that
+// records no log (written before logs had ids) is left to the start's
+// checks.
+func checkRestoreLog(ctx context.Context, e *env, cfg *Config, tmp, in string) error {
+	have, err := store.ReadLogID(ctx, tmp)
+	if err != nil {
+		return e.usagef("-i %s: %s", in, strings.ReplaceAll(err.Error(), tmp, in))
+	}
+	if have == "" {
+		return nil
+	}
+	if cur, err := store.ReadLogID(ctx, cfg.Store.Path); err == nil && cur != "" && cur != have {
+		return e.usagef("-i %s follows log %s, but the database at store.path follows log %s: it is a backup of another deployment "+
+			"or of a log since seeded anew, and this instance would refuse to start on it", in, have, cur)
+	}
+	// The log itself has the last word; when NATS cannot be asked, the
+	// instance's start compares again.
+	ncfg, err := e.LoadConfigFor(configUse{NATS: true})
+	if err != nil {
+		return err
+	}
+	lg := slog.New(slog.DiscardHandler)
+	d := &daemon{cfg: ncfg, log: lg, now: time.Now, registry: prometheus.NewRegistry()}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.connectNATS(cctx); err != nil {
+		fmt.Fprintf(e.Stderr, "orderd restore: could not compare the backup's log with the cluster's (%v); orderd run compares them at start\n", err)
+		return nil
+	}
+	defer d.nc.Close()
+	logID, err := cluster.LogID(cctx, d.nc, d.clusterConfig())
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "orderd restore: could not compare the backup's log with the cluster's (%v); orderd run compares them at start\n", err)
+		return nil
+	}
+	if logID != "" && logID != have {
+		return e.usagef("-i %s follows log %s, but the log %s is log %s: it is a backup of another deployment "+
+			"or of a log since seeded anew, and this instance would refuse to start on it", in, have, cfg.Cluster.LogStream, logID)
+	}
+	return nil
 }

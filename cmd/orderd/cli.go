@@ -43,6 +43,7 @@ func commands() []command {
 		reportCommand(),
 		backupCommand(),
 		restoreCommand(),
+		clusterCommand(),
 		verifyCommand(),
 		tailCommand(),
 		versionCommand(),

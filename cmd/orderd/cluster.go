@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"orderd/api"
 	"orderd/cluster"
 	"orderd/provider"
@@ -60,12 +62,46 @@ func (d *daemon) joinCluster(ctx context.Context) error {
 				d.cfg.Receiver.MaxBodyBytes, mp, need+64<<10)
 		}
 	}
+	if err := d.checkEventStream(ctx); err != nil {
+		return err
+	}
 	node, err := cluster.New(ctx, d.nc, d.store, cc)
 	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return clusterError(d.cfg, fmt.Errorf("cluster: %w", err))
 	}
 	d.node = node
 	d.store.Replicate(node)
+	return nil
+}
+
+// checkEventStream refuses to start when the events stream exists with
+// other settings than this instance's: the instance that created it
+// configured it, and no instance changes it (exit 2 naming the key). A
+// stream that cannot be read now is checked again by nobody but is never
+// updated either: the relay uses an existing stream as it is.
+func (d *daemon) checkEventStream(ctx context.Context) error {
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = publish.CheckStream(cctx, js, *d.eventStream())
+	var se *publish.SettingError
+	switch {
+	case errors.As(err, &se):
+		key := "nats." + se.Setting
+		if se.Setting == "replicas" && d.cfg.NATS.Replicas == 0 {
+			key = "nats.replicas" // unset: cluster.replicas gave the value
+			se.Have += " (nats.replicas is unset, so cluster.replicas)"
+		}
+		return d.cfg.errorf(key, "%s but the events stream %s has %s: shared assets keep the settings they were created with; "+
+			"give this instance the stream's value, or change the stream deliberately first (nats stream edit; docs/replicated-mode.md, Changing a shared setting)",
+			se.Have, se.Stream, se.StreamValue)
+	case err != nil:
+		d.log.Warn("could not compare the events stream's settings with this instance's; it is used as it is, never updated",
+			"component", "publish", "err", err)
+	}
 	return nil
 }
 

@@ -52,7 +52,7 @@ log:
 	return r
 }
 
-func (r *replicaDaemon) stop(t *testing.T) {
+func (r *replicaDaemon) stop(t testing.TB) {
 	r.cancel()
 	select {
 	case err := <-r.done:
@@ -66,7 +66,7 @@ func (r *replicaDaemon) stop(t *testing.T) {
 }
 
 // clusterStatus reads GET /v1/cluster.
-func clusterStatus(t *testing.T, admin string) (st struct {
+func clusterStatus(t testing.TB, admin string) (st struct {
 	Node, Leader     string
 	Leading          bool
 	Term, AppliedSeq uint64
@@ -89,7 +89,7 @@ func clusterStatus(t *testing.T, admin string) (st struct {
 }
 
 // digestOf reads the replicated tables' digest of a daemon's database.
-func digestOf(t *testing.T, dir string) (string, uint64) {
+func digestOf(t testing.TB, dir string) (string, uint64) {
 	t.Helper()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{ReadOnly: true})
 	if err != nil {

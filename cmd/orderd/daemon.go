@@ -347,21 +347,30 @@ func (d *daemon) newRelay() error {
 		BatchSize:      cfg.Publish.Batch,
 		PublishTimeout: cfg.Publish.PublishTimeout,
 		Retention:      cfg.Publish.Retention,
-		Stream: &publish.StreamConfig{
-			Name:            cfg.NATS.Stream,
-			Prefix:          cfg.NATS.SubjectPrefix,
-			DuplicateWindow: cfg.NATS.DuplicateWindow,
-			MaxAge:          cfg.NATS.MaxAge,
-			MaxBytes:        int64(cfg.NATS.MaxBytes),
-			Replicas:        cfg.EventReplicas(),
-		},
-		Logger:  d.log.With("component", "publish"),
-		Metrics: d.pubMetrics,
+		Stream:         d.eventStream(),
+		Logger:         d.log.With("component", "publish"),
+		Metrics:        d.pubMetrics,
 	}, d.store, js)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
 	return nil
+}
+
+// eventStream is the events stream as this instance's settings describe
+// it. In replicated mode it is shared: created by the first leader, never
+// updated by another instance's settings.
+func (d *daemon) eventStream() *publish.StreamConfig {
+	cfg := d.cfg
+	return &publish.StreamConfig{
+		Name:            cfg.NATS.Stream,
+		Prefix:          cfg.NATS.SubjectPrefix,
+		DuplicateWindow: cfg.NATS.DuplicateWindow,
+		MaxAge:          cfg.NATS.MaxAge,
+		MaxBytes:        int64(cfg.NATS.MaxBytes),
+		Replicas:        cfg.EventReplicas(),
+		Shared:          cfg.Cluster.Enabled,
+	}
 }
 
 // startRelay runs the relay until Close (single-node mode).

@@ -71,9 +71,16 @@ type listenAddrs struct {
 
 // waitStarted polls a daemon's JSON log for its "orderd started" line and
 // returns the addresses in it.
-func waitStarted(t *testing.T, log *syncBuffer, done <-chan error) listenAddrs {
+func waitStarted(t testing.TB, log *syncBuffer, done <-chan error) listenAddrs {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	return waitStartedWithin(t, log, done, 20*time.Second)
+}
+
+// waitStartedWithin is waitStarted with a bound of its own (a start that
+// restores a large snapshot takes longer).
+func waitStartedWithin(t testing.TB, log *syncBuffer, done <-chan error, within time.Duration) listenAddrs {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-done:
 			t.Fatalf("orderd returned before it started: %v\n%s", err, log)
@@ -92,7 +99,7 @@ func waitStarted(t *testing.T, log *syncBuffer, done <-chan error) listenAddrs {
 			}
 		}
 	}
-	t.Fatalf("orderd logged no \"orderd started\" line within 20s:\n%s", log)
+	t.Fatalf("orderd logged no \"orderd started\" line within %s:\n%s", within, log)
 	return listenAddrs{}
 }
 
@@ -112,7 +119,7 @@ func runInProcess(t *testing.T, cfg string) (cancel context.CancelFunc, done <-c
 }
 
 // waitReady polls GET /readyz until it answers 200.
-func waitReady(t *testing.T, admin string, done <-chan error) {
+func waitReady(t testing.TB, admin string, done <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

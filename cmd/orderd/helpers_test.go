@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"orderd/provider/providertest"
@@ -19,15 +18,17 @@ type result struct {
 
 // runOrderd runs the real command registry in-process, as main would, with
 // the given environment (nothing from the test process's own) and stdin.
-func runOrderd(t *testing.T, env map[string]string, stdin io.Reader, args ...string) result {
+func runOrderd(t testing.TB, env map[string]string, stdin io.Reader, args ...string) result {
 	t.Helper()
 	return runWith(t, commands(), env, stdin, args...)
 }
 
 // runWith runs the given commands through the real dispatcher.
-func runWith(t *testing.T, cmds []command, env map[string]string, stdin io.Reader, args ...string) result {
+func runWith(t testing.TB, cmds []command, env map[string]string, stdin io.Reader, args ...string) result {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	// Synchronised: a NATS client's callbacks may still log after the
+	// command returned.
+	var stdout, stderr syncBuffer
 	getenv := func(k string) string { return env[k] }
 	err := dispatch(t.Context(), cmds, append([]string{"orderd"}, args...), getenv, stdin, &stdout, &stderr)
 	code := exitCode(err, &stderr)
@@ -35,7 +36,7 @@ func runWith(t *testing.T, cmds []command, env map[string]string, stdin io.Reade
 }
 
 // writeFile writes content to name in dir and returns its path.
-func writeFile(t *testing.T, dir, name, content string) string {
+func writeFile(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
@@ -70,7 +71,7 @@ log:
 // config for a daemon against the fake, every listener on loopback port 0
 // and the database in dir; nats is the nats section's body (indented
 // lines) and extra is appended at the top level.
-func daemonConfig(t *testing.T, dir string, fake *providertest.Server, nats, extra string) string {
+func daemonConfig(t testing.TB, dir string, fake *providertest.Server, nats, extra string) string {
 	t.Helper()
 	key := writeFile(t, dir, "provider.pem", string(fake.PublicKeyPEM()))
 	return writeFile(t, dir, "config.yaml", fmt.Sprintf(`provider:
