@@ -68,7 +68,7 @@ func TestReconciler_RunStale_completesOrdersWebhooksMissed(t *testing.T) {
 
 	// A second run finds nothing new to publish, whenever it runs.
 	before := len(e.events())
-	e.clock.Advance(giveUpAfter + time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	e.run(e.rec.RunStale)
 	if after := len(e.events()); after != before {
 		t.Fatalf("second run queued %d more events", after-before)
@@ -270,7 +270,7 @@ func TestReconciler_RunStale_unverifiedWatchesExpire(t *testing.T) {
 	}
 	for range 8 {
 		e.run(e.rec.RunStale)
-		e.clock.Advance(giveUpAfter + time.Hour) // past any backoff
+		e.clock.Advance(2 * time.Hour) // past any backoff
 	}
 	if got := polled("forged-1"); got != 5 {
 		t.Errorf("forged watch polled %d times, want 5 then dropped", got)
