@@ -91,15 +91,21 @@ func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
 	return outs, nil
 }
 
-// postponeCheckCmd postpones a due order's next poll.
+// postponeCheckCmd postpones a due order's next poll; Refund: a final
+// order polled for its refund in flight.
 type postponeCheckCmd struct {
 	ProviderID string
 	Next       time.Time
+	Refund     bool `json:",omitempty"`
 }
 
 func (*postponeCheckCmd) Kind() string { return "reconcile.postpone_check" }
 
 func (c *postponeCheckCmd) Apply(tx *store.Tx) (any, error) {
+	if c.Refund {
+		_, err := tx.PostponeRefundCheck(c.ProviderID, c.Next)
+		return nil, err
+	}
 	_, err := tx.PostponeOrderCheck(c.ProviderID, c.Next)
 	return nil, err
 }

@@ -199,7 +199,8 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 		// order); still postpone, so one bad order does not take every
 		// run's budget.
 		if ctx.Err() == nil {
-			if _, perr := r.store.Exec(ctx, &postponeCheckCmd{ProviderID: a.due.ProviderID, Next: answers[i].Next}); perr != nil {
+			if _, perr := r.store.Exec(ctx, &postponeCheckCmd{ProviderID: a.due.ProviderID, Next: answers[i].Next,
+				Refund: a.due.Status.IsFinal()}); perr != nil {
 				log.Warn("postpone order check", "err", perr)
 			}
 		}
@@ -240,7 +241,11 @@ func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duratio
 		}
 		out.Mismatch = out.Res.Outcome == store.OutcomeStale && out.Res.Previous != a.Order.Status
 	}
-	if _, err := tx.PostponeOrderCheck(o.ProviderID, a.Next); err != nil {
+	postpone := tx.PostponeOrderCheck
+	if o.Status.IsFinal() { // polled for its refund in flight
+		postpone = tx.PostponeRefundCheck
+	}
+	if _, err := postpone(o.ProviderID, a.Next); err != nil {
 		return out, err
 	}
 	// A final order polled for its refund is not stuck: its own status is

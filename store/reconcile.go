@@ -256,14 +256,27 @@ func (s *Store) RefundingOrders(ctx context.Context, now, pendingSince time.Time
 	return out, rows.Err()
 }
 
-// PostponeOrderCheck moves the next poll of a non-final order, or of a
-// final one with a refund in flight (RefundingOrders), to next and counts
-// the check in check_attempts. Any other final order is left alone (it is
-// no longer polled); postponed reports whether the order was moved.
+// PostponeOrderCheck moves a non-final order's next poll to next and
+// counts the check in check_attempts. A final order is left alone (it is
+// no longer polled, but see PostponeRefundCheck); postponed reports
+// whether the order was moved.
 func (tx *Tx) PostponeOrderCheck(providerOrderID string, next time.Time) (postponed bool, err error) {
+	return tx.postpone(providerOrderID, next, `status IN ('new', 'processing')`)
+}
+
+// PostponeRefundCheck is PostponeOrderCheck for a final order polled for
+// its refund in flight (RefundingOrders): it moves the order only while
+// orderd still knows a refund of it in flight. It is apart from
+// PostponeOrderCheck so that the log entries written before refunds were
+// polled apply as they did.
+func (tx *Tx) PostponeRefundCheck(providerOrderID string, next time.Time) (postponed bool, err error) {
+	return tx.postpone(providerOrderID, next, `status NOT IN ('new', 'processing')
+		AND EXISTS (SELECT 1 FROM ledger_pending WHERE order_id = orders.id AND kind = 'refund_in_flight')`)
+}
+
+func (tx *Tx) postpone(providerOrderID string, next time.Time, cond string) (bool, error) {
 	res, err := tx.Exec(`UPDATE orders SET next_check_at = ?, check_attempts = check_attempts + 1
-		WHERE provider_id = ? AND (status IN ('new', 'processing')
-			OR EXISTS (SELECT 1 FROM ledger_pending WHERE order_id = orders.id AND kind = 'refund_in_flight'))`, next.UnixMilli(), providerOrderID)
+		WHERE provider_id = ? AND `+cond, next.UnixMilli(), providerOrderID)
 	if err != nil {
 		return false, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
 	}
