@@ -296,7 +296,7 @@ Report for today:  %s report -config %s -from %s -to %s -format html -o report.h
 		self, cfgPath, d.cfg.NATS.SubjectPrefix, d.natsURL, d.admin.Addr(),
 		d.admin.Addr(), self, cfgPath, self, cfgPath,
 		time.Now().UTC().Format(time.DateOnly), time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly))
-	fmt.Fprint(w, sandboxFaults(true))
+	fmt.Fprint(w, sandboxFaults(true, fake.URL(), fake.APIKey()))
 	if fake.Restored() {
 		fmt.Fprintf(w, `Restarted: the database, the NATS stream and the fake provider's books
 (%s) are as the last run left them; webhooks that were still
@@ -323,10 +323,11 @@ directory to start clean.
 
 // sandboxFaults is the banner's list of what the sandbox does wrong on
 // purpose, so that the warnings and findings it causes read as the demo
-// they are, not as a broken install. routineAtInfo: accepted and repeated
-// webhooks are logged at info (the single-node sandbox), not only the
-// stale ones.
-func sandboxFaults(routineAtInfo bool) string {
+// they are, not as a broken install. fakeURL and apiKey fill in the
+// command that moves money with no order behind it. routineAtInfo:
+// accepted and repeated webhooks are logged at info (the single-node
+// sandbox), not only the stale ones.
+func sandboxFaults(routineAtInfo bool, fakeURL, apiKey string) string {
 	logged := `The receiver logs the late older
     states at info as "outcome":"stale"; they change nothing.`
 	if routineAtInfo {
@@ -348,7 +349,7 @@ func sandboxFaults(routineAtInfo bool) string {
     not add up asks the provider about the orders that could explain it,
     and no balance_drift finding opens for them. To see one, move money
     with no order behind it (the fake's control API, with its API key):
-      curl -H 'Authorization: <API key>' -d '{"currency":"brl","delta":"-12.34"}' <fake provider>/_control/adjust-balance
+      curl -H 'Authorization: ` + apiKey + `' -d '{"currency":"brl","delta":"-12.34"}' ` + fakeURL + `/_control/adjust-balance
     After reconcile.drift_grace balance checks (about a minute) a
     balance_drift finding of exactly -12.34 opens (red on the dashboard),
     as it would for money really missing; work it from the dashboard.

@@ -747,7 +747,7 @@ See it:
   %s tail -config %s    # the events, once each, across the takeover
 
 `, rows[0].admin, selfCommand(), rows[0].cfg)
-	b.WriteString(sandboxFaults(false))
+	b.WriteString(sandboxFaults(false, fake.URL(), fake.APIKey()))
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	fmt.Fprint(s.stdout, b.String())
