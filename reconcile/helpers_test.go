@@ -252,6 +252,36 @@ func (e *env) run(fn func(context.Context) (reconcile.Summary, error)) reconcile
 	return s
 }
 
+// openBrlDrift takes a first balance snapshot, moves the provider's brl
+// balance by -12.34 unexplained and runs the next check, which must open
+// exactly one balance_drift finding; it returns that finding's ID.
+func (e *env) openBrlDrift() int64 {
+	e.t.Helper()
+	e.run(e.rec.RunBalances)
+	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	fs := e.findings(store.FindingBalanceDrift, "open")
+	if len(fs) != 1 {
+		e.t.Fatalf("open findings = %+v", fs)
+	}
+	return fs[0].ID
+}
+
+// actOn takes action on finding id as the person "ana" would, with
+// resolution where the action resolves it, and fails the test on error.
+func (e *env) actOn(id int64, action, resolution string) store.Finding {
+	e.t.Helper()
+	f, err := e.st.ActOnFinding(e.t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
+		Note: action + " by finance", Resolution: resolution})
+	if err != nil {
+		e.t.Fatalf("%s: %v", action, err)
+	}
+	return f
+}
+
 // latestDrift returns the newest stored comparison of currency.
 func (e *env) latestDrift(ccy string) store.BalanceDrift {
 	e.t.Helper()
