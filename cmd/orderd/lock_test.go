@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -117,13 +116,7 @@ func TestLock_symlinkSingleNode(t *testing.T) {
 // store.path is a link to a running instance's database does not start,
 // and restore through the link is refused.
 func TestLock_symlinkReplicated(t *testing.T) {
-	nc, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Shutdown()
-	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
-	defer fake.Close()
+	nc, fake := natsAndFake(t)
 	a := startReplica(t, fake, nc.ClientURL(), "a", 2*time.Second)
 	db := filepath.Join(a.dir, "orderd.db")
 	if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "lock-r", Amount: "10.00", Currency: "brl",
