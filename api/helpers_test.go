@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/internal/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -215,9 +214,6 @@ func field(m map[string]any, path string) any {
 }
 
 var (
-	schemaOnce sync.Once
-	schemas    *eventschema.Validator
-	schemaErr  error
 	// unchecked holds the tests checkEvents leaves alone: those that queue
 	// events of their own making (findings with made-up details, events of
 	// made-up types) to exercise the API around them, and those that close
@@ -237,25 +233,5 @@ func checkEvents(t *testing.T, st *store.Store) {
 	if _, ok := unchecked.Load(t); ok {
 		return
 	}
-	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
-	if schemaErr != nil {
-		t.Fatalf("asyncapi document: %v", schemaErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := st.PendingEvents(ctx, 0, 100000)
-	if err != nil {
-		t.Errorf("check events: %v", err)
-		return
-	}
-	for _, ev := range evs {
-		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
-		if err != nil {
-			t.Errorf("encode %s: %v", ev.Type, err)
-			continue
-		}
-		if _, err := schemas.Check(payload); err != nil {
-			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
-		}
-	}
+	outboxcheck.Check(t, st)
 }

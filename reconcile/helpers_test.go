@@ -13,11 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/internal/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/reconcile"
 	"orderd/store"
 )
@@ -125,7 +123,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 	// Runs before the store closes (cleanups run last first): every event
 	// the test queued matches the AsyncAPI document.
-	t.Cleanup(func() { checkEvents(t, st) })
+	t.Cleanup(func() { outboxcheck.Check(t, st) })
 
 	client, err := provider.NewClient(provider.Options{
 		BaseURL: fake.URL(), APIKey: fake.APIKey(), Timeout: 5 * time.Second, Limiter: o.limiter,
@@ -332,39 +330,6 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[st
 }
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
-
-var (
-	schemaOnce sync.Once
-	schemas    *eventschema.Validator
-	schemaErr  error
-)
-
-// checkEvents encodes every event in st's outbox as the relay would
-// publish it and checks it against the AsyncAPI document as published.
-func checkEvents(t *testing.T, st *store.Store) {
-	t.Helper()
-	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
-	if schemaErr != nil {
-		t.Fatalf("asyncapi document: %v", schemaErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := st.PendingEvents(ctx, 0, 100000)
-	if err != nil {
-		t.Errorf("check events: %v", err)
-		return
-	}
-	for _, ev := range evs {
-		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
-		if err != nil {
-			t.Errorf("encode %s: %v", ev.Type, err)
-			continue
-		}
-		if _, err := schemas.Check(payload); err != nil {
-			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
-		}
-	}
-}
 
 func driftDetail(t *testing.T, raw json.RawMessage) reconcile.DriftDetail {
 	t.Helper()
