@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,22 @@ func newEnv(t testing.TB, su setup) *env {
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
+}
+
+// openStore opens a new database in a temporary directory with opts,
+// closed when the test ends.
+func openStore(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "orderd.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = st.Close(ctx)
+	})
+	return st
 }
 
 // paidOrder makes a completed brl payin of amount at the fake provider,
