@@ -339,3 +339,25 @@ func driftDetail(t *testing.T, raw json.RawMessage) reconcile.DriftDetail {
 	}
 	return d
 }
+
+// withStatus is the fake's order mid as a webhook claiming status instead
+// of the fake's own.
+func withStatus(t *testing.T, e *env, mid string, status provider.Status) []byte {
+	t.Helper()
+	raw, _ := e.fake.OrderJSON(mid)
+	var o provider.Order
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Status = status
+	if status == provider.StatusCompleted {
+		o.Transactions[0].Status = provider.StatusCompleted
+		o.Transactions[0].CompletedAt = provider.Time{Time: e.clock.Now()}
+		o.MerchantTargetWallet = o.Transactions[0].MerchantWallet
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
