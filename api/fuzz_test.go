@@ -44,15 +44,7 @@ func FuzzAPI_gatewayDecode(f *testing.F) {
 	fake := providertest.NewServer(providertest.Options{KeyType: "ecdsa",
 		InitialBalances: map[string]string{"brl": "1000000.00", "mxn": "1000000.00"}})
 	f.Cleanup(fake.Close)
-	st, err := store.Open(context.Background(), f.TempDir()+"/orderd.db", store.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = st.Close(ctx)
-	})
+	st := openStore(f, store.Options{})
 	var calls atomic.Int64
 	client, err := provider.NewClient(provider.Options{BaseURL: fake.URL(), APIKey: fake.APIKey(),
 		Observe: func(string, string, time.Duration) { calls.Add(1) }})

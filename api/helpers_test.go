@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,9 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/internal/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -103,6 +103,22 @@ func newEnv(t testing.TB, su setup) *env {
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
+}
+
+// openStore opens a new database in a temporary directory with opts,
+// closed when the test ends.
+func openStore(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "orderd.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = st.Close(ctx)
+	})
+	return st
 }
 
 // paidOrder makes a completed brl payin of amount at the fake provider,
@@ -215,9 +231,6 @@ func field(m map[string]any, path string) any {
 }
 
 var (
-	schemaOnce sync.Once
-	schemas    *eventschema.Validator
-	schemaErr  error
 	// unchecked holds the tests checkEvents leaves alone: those that queue
 	// events of their own making (findings with made-up details, events of
 	// made-up types) to exercise the API around them, and those that close
@@ -237,25 +250,5 @@ func checkEvents(t *testing.T, st *store.Store) {
 	if _, ok := unchecked.Load(t); ok {
 		return
 	}
-	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
-	if schemaErr != nil {
-		t.Fatalf("asyncapi document: %v", schemaErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := st.PendingEvents(ctx, 0, 100000)
-	if err != nil {
-		t.Errorf("check events: %v", err)
-		return
-	}
-	for _, ev := range evs {
-		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
-		if err != nil {
-			t.Errorf("encode %s: %v", ev.Type, err)
-			continue
-		}
-		if _, err := schemas.Check(payload); err != nil {
-			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
-		}
-	}
+	outboxcheck.Check(t, st)
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,15 +30,7 @@ import (
 // JSON reports holding every line.
 func TestBrowser_largeReport(t *testing.T) {
 	const n = 3000
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = st.Close(ctx)
-	})
+	st := openStore(t, store.Options{})
 	// Every tenth order is still processing at the end of the day; the
 	// rest completed. Applied by many callers at once, as webhooks arrive.
 	var wg sync.WaitGroup

@@ -87,15 +87,7 @@ func newReportServer(t testing.TB, token string) *reportServer {
 	ck.set("2026-10-31T23:00:00Z")
 	fake := providertest.NewServer(providertest.Options{KeyType: "ecdsa", Now: ck.Now})
 	t.Cleanup(fake.Close)
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{Now: ck.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = st.Close(ctx)
-	})
+	st := openStore(t, store.Options{Now: ck.Now})
 	client, err := provider.NewClient(provider.Options{BaseURL: fake.URL(), APIKey: fake.APIKey(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -32,15 +32,7 @@ func checksServer(t *testing.T, checks int) string {
 	fake := providertest.NewServer(providertest.Options{KeyType: "ecdsa", Now: ck.Now,
 		InitialBalances: map[string]string{"brl": "1000.00"}})
 	t.Cleanup(fake.Close)
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{Now: ck.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = st.Close(ctx)
-	})
+	st := openStore(t, store.Options{Now: ck.Now})
 	client, err := provider.NewClient(provider.Options{BaseURL: fake.URL(), APIKey: fake.APIKey(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

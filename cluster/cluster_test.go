@@ -71,6 +71,24 @@ func startInstance(t *testing.T, nc *publish.EmbeddedCluster, name, dir string, 
 	return in
 }
 
+// connAndStore connects a client to nc and opens an empty database, as a
+// new instance would have; both are closed when the test ends, the store
+// first.
+func connAndStore(t *testing.T, nc *publish.EmbeddedCluster) (*nats.Conn, *store.Store) {
+	t.Helper()
+	conn, err := nats.Connect(nc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return conn, st
+}
+
 func (in *instance) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -266,16 +284,7 @@ func TestNode_NoQuorum(t *testing.T) {
 func TestNew_refusesMismatch(t *testing.T) {
 	nc := startNATS(t)
 	startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
-	conn, err := nats.Connect(nc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
+	conn, st := connAndStore(t, nc)
 	if _, err := cluster.New(t.Context(), conn, st, cluster.Config{Node: "b", LeaseTTL: 5 * time.Second}); err == nil ||
 		!strings.Contains(err.Error(), "lease_ttl") {
 		t.Fatalf("another lease TTL: %v, want an error naming cluster.lease_ttl", err)

@@ -33,21 +33,12 @@ func TestNew_logIdentity(t *testing.T) {
 		}
 	}
 
-	conn, err := nats.Connect(nc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
+	conn, st := connAndStore(t, nc)
 	const other = "11111111-2222-4333-8444-555555555555"
 	if _, err := st.StartLog(t.Context(), other); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cluster.New(t.Context(), conn, st, cluster.Config{Node: "c", LeaseTTL: 3 * time.Second})
+	_, err := cluster.New(t.Context(), conn, st, cluster.Config{Node: "c", LeaseTTL: 3 * time.Second})
 	var ol *cluster.OtherLogError
 	if !errors.As(err, &ol) || ol.Database != other || ol.Log != id || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), id) {
 		t.Fatalf("a database of another log: %v, want an OtherLogError naming %s and %s", err, other, id)

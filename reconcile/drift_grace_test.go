@@ -133,28 +133,9 @@ func TestReconciler_RunBalances_pollsAreBounded(t *testing.T) {
 // amount, and the old finding keeps its trail.
 func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 	e := balancesEnv(t, reconcile.Config{DriftGrace: 1})
-	e.run(e.rec.RunBalances)
-	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(time.Minute)
-	e.run(e.rec.RunBalances)
-	fs := e.findings(store.FindingBalanceDrift, "open")
-	if len(fs) != 1 {
-		t.Fatalf("open findings = %+v", fs)
-	}
-	id := fs[0].ID
-	act := func(action, resolution string) store.Finding {
-		t.Helper()
-		f, err := e.st.ActOnFinding(t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
-			Note: action + " by finance", Resolution: resolution})
-		if err != nil {
-			t.Fatalf("%s: %v", action, err)
-		}
-		return f
-	}
-	act(store.ActionAcknowledge, "")
-	if f := act(store.ActionResolve, store.ResolutionFixed); f.Status != store.StatusResolved || f.ResolvedBy != "ana" {
+	id := e.openBrlDrift()
+	e.actOn(id, store.ActionAcknowledge, "")
+	if f := e.actOn(id, store.ActionResolve, store.ResolutionFixed); f.Status != store.StatusResolved || f.ResolvedBy != "ana" {
 		t.Fatalf("after resolve: %+v", f)
 	}
 
@@ -168,10 +149,10 @@ func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 	}
 
 	// Reopened and written off: the gap is accepted.
-	act(store.ActionReopen, "")
+	e.actOn(id, store.ActionReopen, "")
 	e.clock.Advance(time.Minute)
 	e.run(e.rec.RunBalances) // refreshes the reopened finding's detail
-	act(store.ActionResolve, store.ResolutionWrittenOff)
+	e.actOn(id, store.ActionResolve, store.ResolutionWrittenOff)
 	e.clock.Advance(time.Minute)
 	if s := e.run(e.rec.RunBalances); s.Counts["findings_opened"] != 0 {
 		t.Fatalf("a check after the write-off opened a finding: %v", s.Counts)
@@ -206,28 +187,11 @@ func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 // past the gap the person reopened, so it says nothing about it.
 func TestReconciler_RunBalances_reopenedStaysOpen(t *testing.T) {
 	e := balancesEnv(t, reconcile.Config{DriftGrace: 1})
-	e.run(e.rec.RunBalances)
-	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(time.Minute)
-	e.run(e.rec.RunBalances)
-	fs := e.findings(store.FindingBalanceDrift, "open")
-	if len(fs) != 1 {
-		t.Fatalf("open findings = %+v", fs)
-	}
-	id := fs[0].ID
-	act := func(action, resolution string) {
-		t.Helper()
-		if _, err := e.st.ActOnFinding(t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
-			Note: action + " by finance", Resolution: resolution}); err != nil {
-			t.Fatalf("%s: %v", action, err)
-		}
-	}
-	act(store.ActionResolve, store.ResolutionWrittenOff)
+	id := e.openBrlDrift()
+	e.actOn(id, store.ActionResolve, store.ResolutionWrittenOff)
 	e.clock.Advance(time.Minute)
 	e.run(e.rec.RunBalances) // agrees from the accepted snapshot
-	act(store.ActionReopen, "")
+	e.actOn(id, store.ActionReopen, "")
 	for i := range 2 {
 		e.clock.Advance(time.Minute)
 		if s := e.run(e.rec.RunBalances); s.Counts["findings_resolved"] != 0 {
@@ -245,7 +209,7 @@ func TestReconciler_RunBalances_reopenedStaysOpen(t *testing.T) {
 		t.Fatalf("reopened finding after agreeing checks: status %s trail %+v", f.Status, f.Trail)
 	}
 	// A person resolves it; the next agreeing check leaves it resolved.
-	act(store.ActionResolve, store.ResolutionFixed)
+	e.actOn(id, store.ActionResolve, store.ResolutionFixed)
 	e.clock.Advance(time.Minute)
 	e.run(e.rec.RunBalances)
 	if open := e.findings(store.FindingBalanceDrift, "open"); len(open) != 0 {

@@ -214,28 +214,6 @@ func TestEvents_everyTypeMatchesTheAsyncAPIDocument(t *testing.T) {
 	t.Logf("published %d events: %s", len(msgs), strings.Join(types, " "))
 }
 
-// withStatus is the fake's order mid as a webhook claiming status instead
-// of the fake's own.
-func withStatus(t *testing.T, e *env, mid string, status provider.Status) []byte {
-	t.Helper()
-	raw, _ := e.fake.OrderJSON(mid)
-	var o provider.Order
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
-	o.Status = status
-	if status == provider.StatusCompleted {
-		o.Transactions[0].Status = provider.StatusCompleted
-		o.Transactions[0].CompletedAt = provider.Time{Time: e.clock.Now()}
-		o.MerchantTargetWallet = o.Transactions[0].MerchantWallet
-	}
-	b, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // startEventsNATS starts an embedded NATS server with JetStream on a free
 // loopback port and connects to it.
 func startEventsNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {

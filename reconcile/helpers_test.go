@@ -13,11 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/internal/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/reconcile"
 	"orderd/store"
 )
@@ -125,7 +123,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 	// Runs before the store closes (cleanups run last first): every event
 	// the test queued matches the AsyncAPI document.
-	t.Cleanup(func() { checkEvents(t, st) })
+	t.Cleanup(func() { outboxcheck.Check(t, st) })
 
 	client, err := provider.NewClient(provider.Options{
 		BaseURL: fake.URL(), APIKey: fake.APIKey(), Timeout: 5 * time.Second, Limiter: o.limiter,
@@ -252,6 +250,36 @@ func (e *env) run(fn func(context.Context) (reconcile.Summary, error)) reconcile
 	return s
 }
 
+// openBrlDrift takes a first balance snapshot, moves the provider's brl
+// balance by -12.34 unexplained and runs the next check, which must open
+// exactly one balance_drift finding; it returns that finding's ID.
+func (e *env) openBrlDrift() int64 {
+	e.t.Helper()
+	e.run(e.rec.RunBalances)
+	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	fs := e.findings(store.FindingBalanceDrift, "open")
+	if len(fs) != 1 {
+		e.t.Fatalf("open findings = %+v", fs)
+	}
+	return fs[0].ID
+}
+
+// actOn takes action on finding id as the person "ana" would, with
+// resolution where the action resolves it, and fails the test on error.
+func (e *env) actOn(id int64, action, resolution string) store.Finding {
+	e.t.Helper()
+	f, err := e.st.ActOnFinding(e.t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
+		Note: action + " by finance", Resolution: resolution})
+	if err != nil {
+		e.t.Fatalf("%s: %v", action, err)
+	}
+	return f
+}
+
 // latestDrift returns the newest stored comparison of currency.
 func (e *env) latestDrift(ccy string) store.BalanceDrift {
 	e.t.Helper()
@@ -303,39 +331,6 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[st
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-var (
-	schemaOnce sync.Once
-	schemas    *eventschema.Validator
-	schemaErr  error
-)
-
-// checkEvents encodes every event in st's outbox as the relay would
-// publish it and checks it against the AsyncAPI document as published.
-func checkEvents(t *testing.T, st *store.Store) {
-	t.Helper()
-	schemaOnce.Do(func() { schemas, schemaErr = eventschema.New(api.AsyncAPI(), eventschema.Published) })
-	if schemaErr != nil {
-		t.Fatalf("asyncapi document: %v", schemaErr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := st.PendingEvents(ctx, 0, 100000)
-	if err != nil {
-		t.Errorf("check events: %v", err)
-		return
-	}
-	for _, ev := range evs {
-		_, payload, err := publish.EncodeEvent(ev, publish.DefaultPrefix, "orderd", publish.DefaultSchemaURL)
-		if err != nil {
-			t.Errorf("encode %s: %v", ev.Type, err)
-			continue
-		}
-		if _, err := schemas.Check(payload); err != nil {
-			t.Errorf("event %s does not match the asyncapi document: %v", ev.ID, err)
-		}
-	}
-}
-
 func driftDetail(t *testing.T, raw json.RawMessage) reconcile.DriftDetail {
 	t.Helper()
 	var d reconcile.DriftDetail
@@ -343,4 +338,26 @@ func driftDetail(t *testing.T, raw json.RawMessage) reconcile.DriftDetail {
 		t.Fatalf("drift detail %s: %v", raw, err)
 	}
 	return d
+}
+
+// withStatus is the fake's order mid as a webhook claiming status instead
+// of the fake's own.
+func withStatus(t *testing.T, e *env, mid string, status provider.Status) []byte {
+	t.Helper()
+	raw, _ := e.fake.OrderJSON(mid)
+	var o provider.Order
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Status = status
+	if status == provider.StatusCompleted {
+		o.Transactions[0].Status = provider.StatusCompleted
+		o.Transactions[0].CompletedAt = provider.Time{Time: e.clock.Now()}
+		o.MerchantTargetWallet = o.Transactions[0].MerchantWallet
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -287,23 +287,10 @@ func TestReconciler_RunStale_unverifiedWatchesExpire(t *testing.T) {
 
 func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.createAtFake("disputed", "40.00", provider.TypePayin)
+	o := e.createAtFake("disputed", "40.00", provider.TypePayin)
 	// A webhook claims the order completed, while the provider's
 	// get-status still shows it processing.
-	raw, _ := e.fake.OrderJSON("disputed")
-	var o provider.Order
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
-	o.Status = provider.StatusCompleted
-	o.Transactions[0].Status = provider.StatusCompleted
-	o.Transactions[0].CompletedAt = provider.Time{Time: e.clock.Now()}
-	o.MerchantTargetWallet = o.Transactions[0].MerchantWallet
-	claimed, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.apply(claimed, store.SourceWebhook)
+	e.apply(withStatus(t, e, "disputed", provider.StatusCompleted), store.SourceWebhook)
 	if err := e.st.MarkForPoll(t.Context(), "disputed", "check"); err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -108,23 +104,12 @@ func digestOf(t testing.TB, dir string) (string, uint64) {
 // the leader's relay; both databases converge; when the leader stops,
 // the other takes the lease and publishes what comes next.
 func TestRun_Replicated(t *testing.T) {
-	nc, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Shutdown()
-	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
-	defer fake.Close()
+	nc, fake := natsAndFake(t)
 	ttl := 2 * time.Second
 	a := startReplica(t, fake, nc.ClientURL(), "a", ttl)
 	b := startReplica(t, fake, nc.ClientURL(), "b", ttl)
 
-	conn, err := nats.Connect(nc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	js, _ := jetstream.New(conn)
+	js := jetStreamAt(t, nc.ClientURL())
 
 	send := func(to *replicaDaemon, from, n int) {
 		t.Helper()

@@ -3,11 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
-	"orderd/provider/providertest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/provider/providertest"
+	"orderd/publish"
 )
 
 // result is what one in-process run of orderd produced.
@@ -86,4 +92,31 @@ store:
   path: %s
 nats:
 %s%s`, fake.URL(), fake.APIKey(), key, filepath.Join(dir, "orderd.db"), nats, extra))
+}
+
+// natsAndFake starts an embedded NATS cluster and a fake provider whose
+// webhooks follow within milliseconds, both stopped when the test ends
+// (after the daemons a test starts later, whose cleanups run first).
+func natsAndFake(t *testing.T) (*publish.EmbeddedCluster, *providertest.Server) {
+	t.Helper()
+	ec, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ec.Shutdown)
+	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
+	t.Cleanup(fake.Close)
+	return ec, fake
+}
+
+// jetStreamAt connects to the NATS server at url for the rest of the test.
+func jetStreamAt(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	conn, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, _ := jetstream.New(conn)
+	return js
 }

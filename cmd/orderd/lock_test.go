@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -117,43 +116,32 @@ func TestLock_symlinkSingleNode(t *testing.T) {
 // store.path is a link to a running instance's database does not start,
 // and restore through the link is refused.
 func TestLock_symlinkReplicated(t *testing.T) {
-	nc, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Shutdown()
-	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
-	defer fake.Close()
+	nc, fake := natsAndFake(t)
 	a := startReplica(t, fake, nc.ClientURL(), "a", 2*time.Second)
 	db := filepath.Join(a.dir, "orderd.db")
-	if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "lock-r", Amount: "10.00", Currency: "brl",
-		WebhookURL: "http://" + a.addrs.Webhooks + "/webhooks/orders"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.Complete("lock-r"); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); orderCount(t, db) < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("order not stored within 10s")
+	// stored has the fake complete a new order, whose webhook goes to a,
+	// and waits until a's database holds n orders.
+	stored := func(mid string, n int, what string) {
+		t.Helper()
+		if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: mid, Amount: "10.00", Currency: "brl",
+			WebhookURL: "http://" + a.addrs.Webhooks + "/webhooks/orders"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fake.Complete(mid); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); orderCount(t, db) < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what + " not stored within 10s")
+			}
 		}
 	}
+	stored("lock-r", 1, "order")
 	cfg, _ := linkedConfig(t, filepath.Join(a.dir, "config.yaml"), t.TempDir(), "node: a", "node: c")
 	refusedWhileHeld(t, cfg, db)
 	// The running instance still applies the log: a webhook after the
 	// refused start is stored and the instance leads as before.
-	if _, err := fake.CreateOrder(providertest.NewOrder{MerchantOrderID: "lock-r2", Amount: "10.00", Currency: "brl",
-		WebhookURL: "http://" + a.addrs.Webhooks + "/webhooks/orders"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.Complete("lock-r2"); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); orderCount(t, db) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a webhook after the refused start was not stored within 10s")
-		}
-	}
+	stored("lock-r2", 2, "a webhook after the refused start was")
 	if st := clusterStatus(t, a.addrs.Admin); !st.Leading || st.Error != "" {
 		t.Errorf("the running instance after the refused start: %+v", st)
 	}

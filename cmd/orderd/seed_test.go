@@ -14,13 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/shopspring/decimal"
 
 	"orderd/provider"
 	"orderd/provider/providertest"
-	"orderd/publish"
 	"orderd/store"
 )
 
@@ -290,19 +288,8 @@ var seededRE = regexp.MustCompile(`^seeded log ([0-9a-f-]{36}) from (\S+): (\d+)
 // the events stream keeps its settings.
 func TestClusterSeed_MovesSingleNode(t *testing.T) {
 	const orders = 2000
-	ec, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ec.Shutdown()
-	conn, err := nats.Connect(ec.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	js, _ := jetstream.New(conn)
-	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
-	defer fake.Close()
+	ec, fake := natsAndFake(t)
+	js := jetStreamAt(t, ec.ClientURL())
 
 	// A single node's life: records written, then published to the
 	// platform's events stream by its relay.
@@ -577,19 +564,8 @@ func waitOrders(t *testing.T, dir string, n int) {
 // new log's snapshot, and then converges. The seed refuses a log in use,
 // a database a daemon holds and a configuration without the cluster.
 func TestClusterSeed_LostLog(t *testing.T) {
-	ec, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ec.Shutdown()
-	conn, err := nats.Connect(ec.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	js, _ := jetstream.New(conn)
-	fake := providertest.NewServer(providertest.Options{WebhookBaseDelay: 10 * time.Millisecond})
-	defer fake.Close()
+	ec, fake := natsAndFake(t)
+	js := jetStreamAt(t, ec.ClientURL())
 
 	dirA, dirB := t.TempDir(), t.TempDir()
 	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", ""))
