@@ -1,8 +1,25 @@
 package cluster
 
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/store"
+)
+
 // PutSnapshot lets the external tests upload a database file the way the
 // seed command does, without a node.
 var PutSnapshot = putSnapshot
 
 // ChunkBytes is the snapshot chunk size.
 const ChunkBytes = chunkBytes
+
+// TakeSnapshotOf lets the external tests take a snapshot of a store the
+// way the leader does (a page-for-page copy, its light check, the upload),
+// without a node.
+func TakeSnapshotOf(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string) (SnapshotInfo, time.Duration, error) {
+	si, _, copied, err := takeSnapshot(ctx, st, obj, tmp, node)
+	return si, copied, err
+}

@@ -211,11 +211,7 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
 	defer os.Remove(tmp)
 	start := time.Now()
-	if err := n.store.Copy(ctx, tmp); err != nil {
-		return SnapshotInfo{}, err
-	}
-	copied := time.Since(start)
-	si, gcErr, err := uploadSnapshot(ctx, n.obj, tmp, n.cfg.Node)
+	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -231,6 +227,20 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	return si, nil
 }
 
+// takeSnapshot copies the database of st to tmp page for page and
+// uploads the copy as the newest snapshot; copied is how long the copy
+// took. The copy is checked with store.CheckCopy, not in full: it is this
+// instance's own database, and every restore checks the whole file.
+func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
+	start := time.Now()
+	if err := st.Copy(ctx, tmp); err != nil {
+		return SnapshotInfo{}, nil, 0, err
+	}
+	copied = time.Since(start)
+	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, store.CheckCopy)
+	return si, gcErr, copied, err
+}
+
 // putSnapshot uploads the database file at dbPath, a consistent copy that
 // nothing writes to, as the newest snapshot: it checks the file
 // (store.CheckBackup, which gives the log sequence it applied; 0 for a
@@ -238,7 +248,7 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 // manifest and points to it (keeping the one before it), and removes what
 // neither uses.
 func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (SnapshotInfo, error) {
-	si, _, err := uploadSnapshot(ctx, obj, dbPath, node)
+	si, _, err := uploadSnapshot(ctx, obj, dbPath, node, store.CheckBackup)
 	return si, err
 }
 
@@ -249,10 +259,12 @@ type chunkAt struct {
 	off  uint64
 }
 
-// uploadSnapshot is putSnapshot; gcErr says why removing what no kept
-// manifest uses failed, which does not fail the snapshot.
-func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (si SnapshotInfo, gcErr, err error) {
-	seq, err := store.CheckBackup(ctx, dbPath)
+// uploadSnapshot is putSnapshot with the check of the file given (which
+// returns the log sequence the file has applied); gcErr says why removing
+// what no kept manifest uses failed, which does not fail the snapshot.
+func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string,
+	check func(context.Context, string) (uint64, error)) (si SnapshotInfo, gcErr, err error) {
+	seq, err := check(ctx, dbPath)
 	if err != nil {
 		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
 	}

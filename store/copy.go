@@ -99,3 +99,27 @@ func createNewPrivate(path string) error {
 	}
 	return f.Close()
 }
+
+// CheckCopy is CheckBackup without the integrity check, for a file Copy
+// just wrote from this database: it checks that the file is an orderd
+// database and returns the log sequence it has applied. A page-for-page
+// copy holds the pages this instance's writer wrote; PRAGMA
+// integrity_check reads every page and index of it on one core, which
+// took as long as the copy itself and competed with ingest for the CPU
+// (BENCHMARKS.md, "Snapshots"). Whoever restores the copy checks its
+// integrity in full (CheckRestorable), so a damaged copy is refused there,
+// never applied.
+func CheckCopy(ctx context.Context, path string) (uint64, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if err := checkOrderdTables(ctx, db); err != nil {
+		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)
+	}
+	return appliedSeq(ctx, db)
+}
