@@ -23,3 +23,10 @@ func TakeSnapshotOf(ctx context.Context, st *store.Store, obj jetstream.ObjectSt
 	si, _, copied, err := takeSnapshot(ctx, st, obj, tmp, node)
 	return si, copied, err
 }
+
+// UploadCopy lets the external tests upload a page-for-page copy the way
+// the leader does after its copy: with the light check (store.CheckCopy).
+func UploadCopy(ctx context.Context, obj jetstream.ObjectStore, path, node string) (SnapshotInfo, error) {
+	si, _, err := uploadSnapshot(ctx, obj, path, node, store.CheckCopy)
+	return si, err
+}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -288,5 +289,61 @@ func TestRestoreSnapshot_legacy(t *testing.T) {
 	}
 	if slices.Contains(objectNames(t, obj), "orderd.db") {
 		t.Fatal("the whole-file snapshot is still there after a new snapshot")
+	}
+}
+
+// TestRestoreSnapshot_damagedCopy: the leader checks its page-for-page
+// copy only lightly before the upload, so a page damaged on the way to the
+// copy is uploaded; the restore's full check still refuses it and leaves
+// nothing at the path.
+func TestRestoreSnapshot_damagedCopy(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 300, 8)
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	if err := a.st.Copy(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	// A leaf page of an index of order_history: the light check never
+	// reads it.
+	db, err := sql.Open("sqlite", cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, pageSize int64
+	err = db.QueryRowContext(t.Context(), `SELECT d.pageno FROM dbstat d JOIN sqlite_master m ON m.name = d.name
+		WHERE m.type = 'index' AND m.tbl_name = 'order_history' AND d.pagetype = 'leaf' ORDER BY d.pageno LIMIT 1`).Scan(&page)
+	if err == nil {
+		err = db.QueryRowContext(t.Context(), `PRAGMA page_size`).Scan(&pageSize)
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cp, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The b-tree page's type byte: 0 is no page type at all.
+	if _, err := f.WriteAt([]byte{0}, (page-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CheckBackup(t.Context(), cp); err == nil {
+		t.Fatal("the full check passed a copy with a damaged page")
+	}
+	if _, err := cluster.UploadCopy(t.Context(), snapshotStore(t, a), cp, "a"); err != nil {
+		t.Fatalf("upload of the damaged copy: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "orderd.db")
+	_, _, err = cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
+	t.Logf("restore of a damaged copy: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "integrity") {
+		t.Fatalf("restore of a snapshot of a damaged copy: %v, want the integrity check's refusal", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused restore left %s (%v)", path, err)
 	}
 }
