@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"golang.org/x/time/rate"
 
 	"orderd/store"
 )
@@ -211,7 +212,7 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
 	defer os.Remove(tmp)
 	start := time.Now()
-	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node)
+	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node, n.cfg.SnapshotReadRate)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -230,15 +231,30 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 // takeSnapshot copies the database of st to tmp page for page and
 // uploads the copy as the newest snapshot; copied is how long the copy
 // took. The copy is checked with store.CheckCopy, not in full: it is this
-// instance's own database, and every restore checks the whole file.
-func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
+// instance's own database, and every restore checks the whole file. The
+// copy and the hashing read at most readRate bytes a second (0: at full
+// speed), so a snapshot takes longer but leaves ingest the CPU.
+func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string,
+	readRate int64) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
+	pace := readPace(readRate)
 	start := time.Now()
-	if err := st.Copy(ctx, tmp); err != nil {
+	if err := st.CopyPaced(ctx, tmp, pace); err != nil {
 		return SnapshotInfo{}, nil, 0, err
 	}
 	copied = time.Since(start)
-	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, store.CheckCopy)
+	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, store.CheckCopy, pace)
 	return si, gcErr, copied, err
+}
+
+// paceBytes is how much a paced snapshot reads between two waits.
+const paceBytes = 1 << 20
+
+// readPace is a limiter of readRate bytes a second, nil for 0.
+func readPace(readRate int64) *rate.Limiter {
+	if readRate <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(readRate), int(min(readRate, paceBytes)))
 }
 
 // putSnapshot uploads the database file at dbPath, a consistent copy that
@@ -248,7 +264,7 @@ func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStor
 // manifest and points to it (keeping the one before it), and removes what
 // neither uses.
 func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (SnapshotInfo, error) {
-	si, _, err := uploadSnapshot(ctx, obj, dbPath, node, store.CheckBackup)
+	si, _, err := uploadSnapshot(ctx, obj, dbPath, node, store.CheckBackup, nil)
 	return si, err
 }
 
@@ -260,10 +276,11 @@ type chunkAt struct {
 }
 
 // uploadSnapshot is putSnapshot with the check of the file given (which
-// returns the log sequence the file has applied); gcErr says why removing
+// returns the log sequence the file has applied) and the hashing paced by
+// pace (nil: at full speed); gcErr says why removing
 // what no kept manifest uses failed, which does not fail the snapshot.
 func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string,
-	check func(context.Context, string) (uint64, error)) (si SnapshotInfo, gcErr, err error) {
+	check func(context.Context, string) (uint64, error), pace *rate.Limiter) (si SnapshotInfo, gcErr, err error) {
 	seq, err := check(ctx, dbPath)
 	if err != nil {
 		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
@@ -285,7 +302,16 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	whole := sha256.New()
 	buf := make([]byte, chunkBytes)
 	r := bufio.NewReaderSize(f, 1<<20)
-	for {
+	perWait := 0 // chunks hashed between two waits of the pace
+	if pace != nil {
+		perWait = max(1, pace.Burst()/chunkBytes)
+	}
+	for c := 1; ; c++ {
+		if perWait > 0 && c%perWait == 0 {
+			if err := pace.WaitN(ctx, min(perWait*chunkBytes, pace.Burst())); err != nil {
+				return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
+			}
+		}
 		k, err := io.ReadFull(r, buf)
 		if k > 0 {
 			sum := sha256.Sum256(buf[:k])

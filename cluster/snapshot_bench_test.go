@@ -19,7 +19,10 @@ import (
 )
 
 // snapshotOrders sizes BenchmarkSnapshot's database (make bench-snapshot).
-var snapshotOrders = flag.Int("snapshot.orders", 300_000, "orders in BenchmarkSnapshot's database")
+var (
+	snapshotOrders = flag.Int("snapshot.orders", 300_000, "orders in BenchmarkSnapshot's database")
+	snapshotRate   = flag.Int64("snapshot.rate", cluster.DefaultSnapshotReadRate, "bytes a second a snapshot reads the database at (0: full speed)")
+)
 
 // snapshotFigures is what one run of the snapshot scenario measured.
 type snapshotFigures struct {
@@ -135,7 +138,7 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	snap := func() cluster.SnapshotInfo {
 		tmp := filepath.Join(dir, "snapshot-"+randomID())
 		defer os.Remove(tmp)
-		si, copied, err := cluster.TakeSnapshotOf(ctx, st, obj, tmp, "bench")
+		si, copied, err := cluster.TakeSnapshotOf(ctx, st, obj, tmp, "bench", *snapshotRate)
 		if err != nil {
 			tb.Fatal(err)
 		}
