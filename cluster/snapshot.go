@@ -202,8 +202,9 @@ func (n *Node) LatestSnapshot(ctx context.Context) (si SnapshotInfo, ok bool, er
 }
 
 // TakeSnapshot writes a snapshot of this node's database to the snapshot
-// store: a consistent, page-preserving copy (store.Copy), checked, of
-// which only what the store does not hold yet is uploaded.
+// store: a consistent, page-preserving copy (store.CopyPaced), lightly
+// checked, of which only what the store does not hold yet is uploaded.
+// The read of the database is paced at Config.SnapshotReadRate.
 func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	// One at a time: the scheduled one and one asked for over HTTP would
 	// each remove the other's packs as unused.
@@ -268,6 +269,10 @@ func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node st
 	return si, err
 }
 
+// chunkKey is a chunk's hash as the manifest holds it, a map key that
+// costs no allocation (a string of it would, once per chunk).
+type chunkKey [hashBytes]byte
+
 // chunkAt is where a chunk's bytes are: a pack (by its index in the
 // packs of the manifest being built) and an offset in it.
 type chunkAt struct {
@@ -297,6 +302,9 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	}
 	defer f.Close()
 	m := &manifest{Format: manifestFormat, Seq: seq, TakenAt: time.Now().UTC(), Node: node, ChunkBytes: chunkBytes}
+	if fi, err := f.Stat(); err == nil {
+		m.Hashes = make([]byte, 0, (fi.Size()+chunkBytes-1)/chunkBytes*hashBytes)
+	}
 
 	// Pass 1: the chunks' hashes and the file's.
 	whole := sha256.New()
@@ -334,20 +342,23 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 		pack int
 		off  uint64
 	}
-	held := map[string]prevAt{}
+	var held map[chunkKey]prevAt
+	if prev != nil {
+		held = make(map[chunkKey]prevAt, prev.chunks())
+	}
 	keepPack := map[int]bool{}
 	if prev != nil {
 		for _, r := range prev.Runs {
 			off := r[3]
 			for c := r[0]; c < r[0]+r[1]; c++ {
-				held[string(prev.Hashes[c*hashBytes:(c+1)*hashBytes])] = prevAt{int(r[2]), off}
+				held[chunkKey(prev.Hashes[c*hashBytes:(c+1)*hashBytes])] = prevAt{int(r[2]), off}
 				off += min(uint64(prev.ChunkBytes), prev.Bytes-c*uint64(prev.ChunkBytes))
 			}
 		}
 		live := make([]uint64, len(prev.Packs))
-		seen := map[string]bool{}
+		seen := make(map[chunkKey]bool, len(held))
 		for c := range m.chunks() {
-			h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+			h := chunkKey(m.Hashes[c*hashBytes : (c+1)*hashBytes])
 			if at, ok := held[h]; ok && !seen[h] {
 				seen[h] = true
 				live[at.pack] += m.chunkLen(c)
@@ -374,7 +385,7 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	// packs.
 	var (
 		packOf   = map[int]int{} // previous pack index → this manifest's
-		placed   = map[string]chunkAt{}
+		placed   = make(map[chunkKey]chunkAt, m.chunks())
 		pack     bytes.Buffer
 		uploaded uint64
 	)
@@ -393,7 +404,7 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	}
 	open := -1 // index of the pack being filled, -1 when none
 	for c := range m.chunks() {
-		h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+		h := chunkKey(m.Hashes[c*hashBytes : (c+1)*hashBytes])
 		at, ok := placed[h]
 		if !ok {
 			if p, held := held[h]; held && keepPack[p.pack] {
