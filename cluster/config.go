@@ -19,7 +19,7 @@ const (
 	// DefaultSnapshotReadRate is how fast a snapshot reads the database
 	// unless cluster.snapshot_read_rate says otherwise (BENCHMARKS.md,
 	// "Snapshots").
-	DefaultSnapshotReadRate = 64 << 20
+	DefaultSnapshotReadRate = 32 << 20
 	DefaultLogMaxAge        = 168 * time.Hour
 )
 
