@@ -347,3 +347,61 @@ func TestRestoreSnapshot_damagedCopy(t *testing.T) {
 		t.Fatalf("a refused restore left %s (%v)", path, err)
 	}
 }
+
+// TestTakeSnapshot_paced: a snapshot reads the database (its copy, then
+// its hashing) no faster than its read rate, and the paced snapshot
+// restores to the same database.
+func TestTakeSnapshot_paced(t *testing.T) {
+	nc := startNATS(t)
+	conn, err := nats.Connect(nc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.CreateObjectStore(t.Context(), jetstream.ObjectStoreConfig{Bucket: "ORDERD_SNAPSHOTS", Replicas: 3, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(t.Context())
+	addOrders(t, st, 1000, 8)
+	const perSec = 1 << 20
+	start := time.Now()
+	si, _, err := cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "snapshot"), "a", perSec)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copy and hashing read the file once each; each pass's limiter
+	// starts with a burst (1 MiB) in hand, and its last step is not
+	// waited for.
+	least := time.Duration(float64(2*int64(si.Bytes)-4<<20) / perSec * float64(time.Second))
+	t.Logf("a snapshot of %d bytes read at %d B/s took %s", si.Bytes, perSec, took.Round(time.Millisecond))
+	if took < least {
+		t.Errorf("a snapshot of %d bytes read at %d B/s took %s, want at least %s", si.Bytes, perSec, took, least)
+	}
+	restored := filepath.Join(t.TempDir(), "orderd.db")
+	if _, ok, err := cluster.RestoreSnapshot(t.Context(), conn, cluster.Config{Node: "r"}, restored); err != nil || !ok {
+		t.Fatalf("restore of the paced snapshot: ok %v, %v", ok, err)
+	}
+	want, _, err := st.Digest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := store.Open(t.Context(), restored, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close(t.Context())
+	if got, _, err := rs.Digest(t.Context()); err != nil || got != want {
+		t.Fatalf("restored digest %s (%v), want %s", got, err, want)
+	}
+}
