@@ -99,6 +99,24 @@ func p99(d []time.Duration) time.Duration {
 // restore, the first chunked snapshot, the chunked snapshot after 1 % more
 // orders, its restore onto an empty disk, and the webhook latency during a
 // snapshot against the same load without one.
+// createObjectStore makes an R3 object store, retrying while a cluster
+// that has just started has not placed its peers yet ("no suitable peers
+// for placement"), as cluster.New does for its own assets.
+func createObjectStore(tb testing.TB, js jetstream.JetStream, bucket string) jetstream.ObjectStore {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		obj, err := js.CreateObjectStore(tb.Context(), jetstream.ObjectStoreConfig{Bucket: bucket, Replicas: 3, Storage: jetstream.FileStorage})
+		if err == nil {
+			return obj
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("create object store %s: %v", bucket, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapshotFigures {
 	ctx := tb.Context()
 	nc := startNATS(tb)
@@ -111,14 +129,8 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	if err != nil {
 		tb.Fatal(err)
 	}
-	obj, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "ORDERD_SNAPSHOTS", Replicas: 3, Storage: jetstream.FileStorage})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	whole, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "WHOLE_SNAPSHOTS", Replicas: 3, Storage: jetstream.FileStorage})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	obj := createObjectStore(tb, js, "ORDERD_SNAPSHOTS")
+	whole := createObjectStore(tb, js, "WHOLE_SNAPSHOTS")
 	dir := tb.TempDir()
 	st, err := store.Open(ctx, filepath.Join(dir, "orderd.db"), store.Options{})
 	if err != nil {

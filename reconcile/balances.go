@@ -34,7 +34,8 @@ const maxPendingCandidates = 20_000
 // creations. An unexplained rest beyond DriftTolerance opens (or refreshes)
 // a balance_drift finding keyed by currency, which queues a
 // reconcile.balance_drift event; a later comparison within tolerance
-// resolves it. Every comparison is stored in balance_drifts.
+// resolves it, unless a person reopened it (then only a person resolves
+// it again). Every comparison is stored in balance_drifts.
 //
 // A comparison that does not add up first asks the provider (get-status)
 // about the orders that could explain it — the currency's orders still
@@ -149,6 +150,9 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	case rec.Waiting:
 		log.Info("balance drift unexplained; waiting for the next check before a finding",
 			"drift", d.Drift, "unexplained", d.Unexplained, "checks", rec.Checks, "grace", r.cfg.DriftGrace)
+	case rec.HeldOpen:
+		log.Info("balance agrees; the balance_drift finding a person reopened stays open until a person resolves it",
+			"drift", d.Drift)
 	case resolved:
 		c.add("findings_resolved", 1)
 		log.Info("balance drift explained", "drift", d.Drift, "explained", d.Explained)

@@ -91,15 +91,21 @@ func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
 	return outs, nil
 }
 
-// postponeCheckCmd postpones a due order's next poll.
+// postponeCheckCmd postpones a due order's next poll; Refund: a final
+// order polled for its refund in flight.
 type postponeCheckCmd struct {
 	ProviderID string
 	Next       time.Time
+	Refund     bool `json:",omitempty"`
 }
 
 func (*postponeCheckCmd) Kind() string { return "reconcile.postpone_check" }
 
 func (c *postponeCheckCmd) Apply(tx *store.Tx) (any, error) {
+	if c.Refund {
+		_, err := tx.PostponeRefundCheck(c.ProviderID, c.Next)
+		return nil, err
+	}
 	_, err := tx.PostponeOrderCheck(c.ProviderID, c.Next)
 	return nil, err
 }
@@ -172,10 +178,11 @@ func (c *postponeWatchCmd) Apply(tx *store.Tx) (any, error) {
 
 // driftRecorded is what recordDriftCmd did to the currency's finding.
 // Waiting: the drift is unexplained but has not been for Grace checks yet
-// (Checks so far), so no finding opened.
+// (Checks so far), so no finding opened. HeldOpen: the books agree, but
+// the open finding is one a person reopened, so it stays open for them.
 type driftRecorded struct {
-	Opened, Resolved, Waiting bool
-	Checks                    int
+	Opened, Resolved, Waiting, HeldOpen bool
+	Checks                              int
 }
 
 // recordDriftCmd stores a balance comparison and opens or resolves the
@@ -204,6 +211,12 @@ func (c *recordDriftCmd) Apply(tx *store.Tx) (any, error) {
 	var err error
 	switch {
 	case d.WithinTolerance:
+		// A comparison that agrees opens where the books last agreed or a
+		// person accepted a gap; after a person reopened the finding of
+		// such a gap, a later agreeing comparison says nothing about it.
+		if out.HeldOpen, err = tx.ReopenedFinding(store.FindingBalanceDrift, c.Currency); err != nil || out.HeldOpen {
+			return out, err
+		}
 		out.Resolved, err = tx.ResolveFinding(store.FindingBalanceDrift, c.Currency)
 	case c.Grace > 1:
 		if out.Checks, err = tx.UnexplainedStreak(c.Currency, c.Grace); err != nil {

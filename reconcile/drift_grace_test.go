@@ -198,3 +198,57 @@ func TestReconciler_RunBalances_personResolvedStaysResolved(t *testing.T) {
 		t.Fatalf("old finding: status %s resolution %s trail %+v", old.Status, old.Resolution, old.Trail)
 	}
 }
+
+// TestReconciler_RunBalances_reopenedStaysOpen: a person writes off a
+// balance_drift finding, a check then agrees from the accepted snapshot,
+// and the person reopens the finding. Later checks that agree leave it
+// open, with its trail, for a person to resolve: the agreement is measured
+// past the gap the person reopened, so it says nothing about it.
+func TestReconciler_RunBalances_reopenedStaysOpen(t *testing.T) {
+	e := balancesEnv(t, reconcile.Config{DriftGrace: 1})
+	e.run(e.rec.RunBalances)
+	if err := e.fake.AdjustBalance("brl", "-12.34"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	fs := e.findings(store.FindingBalanceDrift, "open")
+	if len(fs) != 1 {
+		t.Fatalf("open findings = %+v", fs)
+	}
+	id := fs[0].ID
+	act := func(action, resolution string) {
+		t.Helper()
+		if _, err := e.st.ActOnFinding(t.Context(), store.FindingActionCmd{ID: id, Action: action, By: "ana",
+			Note: action + " by finance", Resolution: resolution}); err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+	}
+	act(store.ActionResolve, store.ResolutionWrittenOff)
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances) // agrees from the accepted snapshot
+	act(store.ActionReopen, "")
+	for i := range 2 {
+		e.clock.Advance(time.Minute)
+		if s := e.run(e.rec.RunBalances); s.Counts["findings_resolved"] != 0 {
+			t.Fatalf("check %d resolved the reopened finding: %v", i+1, s.Counts)
+		}
+		if d := e.latestDrift("brl"); !d.WithinTolerance {
+			t.Fatalf("check %d: the books do not agree (drift %s); the test means them to", i+1, d.Drift)
+		}
+	}
+	f, err := e.st.FindingByID(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Status != store.StatusOpen || f.ResolvedAt != nil || len(f.Trail) != 2 || f.Trail[1].Action != store.ActionReopen {
+		t.Fatalf("reopened finding after agreeing checks: status %s trail %+v", f.Status, f.Trail)
+	}
+	// A person resolves it; the next agreeing check leaves it resolved.
+	act(store.ActionResolve, store.ResolutionFixed)
+	e.clock.Advance(time.Minute)
+	e.run(e.rec.RunBalances)
+	if open := e.findings(store.FindingBalanceDrift, "open"); len(open) != 0 {
+		t.Fatalf("open findings after a person resolved it = %+v", open)
+	}
+}

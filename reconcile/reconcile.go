@@ -77,6 +77,7 @@ type RunStore interface {
 type StaleStore interface {
 	DueOrders(ctx context.Context, now, changedBefore time.Time, after store.DueCursor, limit int) ([]store.DueOrder, error)
 	CountDueOrders(ctx context.Context, now, changedBefore time.Time) (int, error)
+	RefundingOrders(ctx context.Context, now, pendingSince time.Time, afterID int64, limit int) ([]store.DueOrder, error)
 	ResolveSettledStuckOrders(ctx context.Context) (int, error)
 	DueWatches(ctx context.Context, now time.Time, after store.DueCursor, limit int) ([]store.DueWatch, error)
 }

@@ -34,6 +34,9 @@ var CSVSummaryHeader = []string{
 	// The verdict (verdict.go).
 	"verdict", "bridge_opening", "bridge_payins", "bridge_payouts", "bridge_refunds", "bridge_fees",
 	"bridge_other", "bridge_expected_closing", "bridge_closing", "bridge_residual", "breaks", "break_kinds",
+	// The report's digest, the same on every row and as in the JSON and
+	// HTML reports of the period (digester).
+	"digest",
 }
 
 // csvLineText and csvSummaryText mark the text columns of each CSV: the
@@ -46,7 +49,7 @@ var (
 	csvLineText = textColumns(CSVLineHeader, "order_id", "merchant_order_id", "type", "status", "membership",
 		"authorized_currency", "merchant_currency", "fee_currency", "refunded_currency", "learned_via", "open_findings",
 		"requested_currency")
-	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds")
+	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds", "digest")
 )
 
 // textColumns marks the columns of header that names names.
@@ -85,9 +88,13 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	t := newTotals()
 	fl := flagged{}
 	rec := make([]string, len(CSVLineHeader))
+	// The digest takes each line as the JSON report writes it, so the
+	// two reports carry the same one.
+	dg, le := newDigester(rp.p), newLineEncoder()
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
 		fl.add(l)
+		dg.line(le.line(l))
 		csvLine(rec, l)
 		return lw.record(rec)
 	})
@@ -99,6 +106,10 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		return fmt.Errorf("write csv: %w", err)
 	}
 	vs, err := rp.verdicts(ctx, cur, fl)
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	digest, err := rp.digest(ctx, dg, cur, vs)
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
@@ -119,6 +130,7 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	sw.record(header)
 	for _, c := range cur {
 		rec := append(csvSummary(c), csvVerdict(c, vs[c.Currency])...)
+		rec = append(rec, digest)
 		if r.csvGuard {
 			rec = append(rec, "true")
 		}
@@ -247,7 +259,7 @@ func csvSummary(c *CurrencyTotals) []string {
 	}
 	b := c.Balance
 	if b == nil {
-		return append(rec, make([]string, len(CSVSummaryHeader)-len(csvVerdictHeader)-len(rec))...)
+		return append(rec, make([]string, slices.Index(CSVSummaryHeader, "verdict")-len(rec))...)
 	}
 	opt := func(d *decimal.Decimal) string {
 		if d == nil {

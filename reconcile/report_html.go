@@ -118,6 +118,8 @@ type htmlHead struct {
 	JSONHref            string
 	// Verdicts are the per-currency verdicts shown first (verdict.go).
 	Verdicts []htmlVerdict
+	// Digest is the report's digest, as in its CSV and JSON (digester).
+	Digest string
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -350,7 +352,9 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	first := &firstLines{max: r.htmlMax}
 	byMembership := map[string]int{}
 	bd := newBreakdown(rp.p)
+	dg, le := newDigester(rp.p), newLineEncoder()
 	err = rp.lines(ctx, func(l *Line) error {
+		dg.line(le.line(l))
 		t.add(l)
 		fl.add(l)
 		byMembership[l.Membership]++
@@ -373,10 +377,14 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	if err := rp.tx.Findings(ctx, rp.p.From, rp.p.To, func(store.Finding) error { findings++; return nil }); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
+	digest, err := rp.digest(ctx, dg, cur, vs)
+	if err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
 	head := htmlHead{
 		From: rp.p.From.Format("2006-01-02 15:04:05"), To: rp.p.To.Format("2006-01-02 15:04:05"),
 		Generated: rp.gen.Format("2006-01-02 15:04:05"), FileName: rp.p.FileName(FormatHTML),
-		Lines: t.lines, Findings: findings, Max: r.htmlMax,
+		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest,
 		CSVHref: opts.CSVHref, JSONHref: strings.TrimSuffix(opts.CSVHref, FormatCSV) + FormatJSON,
 	}
 	if head.CSVHref == "" {

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"time"
@@ -25,10 +22,10 @@ import (
 //	{"period":{…},"currencies":[…],"orders":[…],"findings":[…],"runs":[…],"digest":"…"}
 //
 // Each currency has its verdict, bridge and breaks (verdict.go). digest
-// is the hex SHA-256 of the report as written but for the digest itself,
+// is the hex SHA-256 of the report's content but for the digest itself,
 // period.generatedAt and the breaks' ageSeconds (both measured from the
-// generation time): the same period over the same data gives the same
-// digest.
+// generation time), the same in the CSV and HTML reports (digester): the
+// same period over the same data gives the same digest.
 //
 // The totals come first: the lines of the one pass over the orders wait
 // in an unlinked temporary file until the totals are written.
@@ -54,6 +51,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	le := newLineEncoder()
 	t := newTotals()
 	fl := flagged{}
+	dg := newDigester(rp.p)
 	n := 0
 	var werr error
 	err = rp.lines(ctx, func(l *Line) error {
@@ -63,7 +61,9 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 			sw.WriteByte(',')
 		}
 		sw.WriteByte('\n')
-		_, werr = sw.Write(le.line(l))
+		b := le.line(l)
+		dg.line(b)
+		_, werr = sw.Write(b)
 		n++
 		return werr
 	})
@@ -81,27 +81,21 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
-	// The digest hashes what is written but the generation time and the
-	// breaks' ages (measured from it): see jsonWriter.
 	jw := newJSONWriter(w)
 	jw.raw(`{"period":`)
-	period := jsonPeriod{From: jsonTime(rp.p.From), To: jsonTime(rp.p.To), GeneratedAt: jsonTime(rp.gen), Timezone: "UTC"}
-	jw.unhashed(func() { jw.value(period) })
-	period.GeneratedAt = jsonTime{}
-	jw.hashOnly(period)
+	jw.value(jsonPeriod{From: jsonTime(rp.p.From), To: jsonTime(rp.p.To), GeneratedAt: jsonTime(rp.gen), Timezone: "UTC"})
 	jw.raw(",\n\"currencies\":[")
 	for i, c := range cur {
 		jc := jsonCurrencyVerdict{newJSONCurrency(c), newJSONVerdict(c, vs[c.Currency])}
-		jw.unhashed(func() { jw.elem(i, jc) })
-		jw.hashOnly(jc.zeroAges())
+		jw.elem(i, jc)
+		dg.currency(jc)
 	}
 	jw.raw("],\n\"orders\":[")
 	if jw.err == nil {
 		if _, err := spool.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("write json: %w", err)
 		}
-		// The lines count in the digest as if written here.
-		if _, err := io.Copy(io.MultiWriter(jw.w, jw.h), spool); err != nil {
+		if _, err := io.Copy(jw.w, spool); err != nil {
 			return fmt.Errorf("write json: %w", err)
 		}
 	}
@@ -109,6 +103,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	n = 0
 	err = rp.tx.Findings(ctx, rp.p.From, rp.p.To, func(f store.Finding) error {
 		jw.elem(n, newJSONFinding(f))
+		dg.finding(f)
 		n++
 		return jw.err
 	})
@@ -119,14 +114,18 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	n = 0
 	err = rp.tx.Runs(ctx, rp.p.From, rp.p.To, func(run store.ReconcileRun) error {
 		jw.elem(n, newJSONRun(run))
+		dg.run(run)
 		n++
 		return jw.err
 	})
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
-	jw.raw("]")
-	jw.unhashed(func() { jw.raw(",\n\"digest\":\"" + hex.EncodeToString(jw.h.Sum(nil)) + "\"}\n") })
+	digest, err := dg.sum()
+	if err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	jw.raw("],\n\"digest\":\"" + digest + "\"}\n")
 	if err := jw.flush(); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
@@ -135,21 +134,15 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 
 // jsonWriter writes JSON values through a buffer, remembering the first
 // error so the callers check once.
-//
-// Everything written also goes into h, the report's digest, except what
-// is written inside unhashed; hashOnly adds a value to the digest alone
-// (the canonical form of something written unhashed).
 type jsonWriter struct {
-	w    *bufio.Writer
-	buf  bytes.Buffer
-	enc  *json.Encoder
-	err  error
-	h    hash.Hash
-	skip bool
+	w   *bufio.Writer
+	buf bytes.Buffer
+	enc *json.Encoder
+	err error
 }
 
 func newJSONWriter(w io.Writer) *jsonWriter {
-	jw := &jsonWriter{w: bufio.NewWriterSize(w, 64<<10), h: sha256.New()}
+	jw := &jsonWriter{w: bufio.NewWriterSize(w, 64<<10)}
 	jw.enc = json.NewEncoder(&jw.buf)
 	jw.enc.SetEscapeHTML(false)
 	return jw
@@ -158,47 +151,19 @@ func newJSONWriter(w io.Writer) *jsonWriter {
 func (jw *jsonWriter) raw(s string) {
 	if jw.err == nil {
 		_, jw.err = jw.w.WriteString(s)
-		if !jw.skip {
-			jw.h.Write([]byte(s))
-		}
 	}
 }
 
 // value writes v compactly, without the encoder's newline.
 func (jw *jsonWriter) value(v any) {
-	b := jw.encode(v)
 	if jw.err != nil {
 		return
 	}
-	_, jw.err = jw.w.Write(b)
-	if !jw.skip {
-		jw.h.Write(b)
-	}
-}
-
-func (jw *jsonWriter) encode(v any) []byte {
-	if jw.err != nil {
-		return nil
-	}
 	jw.buf.Reset()
 	if jw.err = jw.enc.Encode(v); jw.err != nil {
-		return nil
+		return
 	}
-	return bytes.TrimSuffix(jw.buf.Bytes(), []byte("\n"))
-}
-
-// unhashed runs fn with the digest not taking what it writes.
-func (jw *jsonWriter) unhashed(fn func()) {
-	jw.skip = true
-	fn()
-	jw.skip = false
-}
-
-// hashOnly adds v to the digest without writing it.
-func (jw *jsonWriter) hashOnly(v any) {
-	if b := jw.encode(v); jw.err == nil {
-		jw.h.Write(b)
-	}
+	_, jw.err = jw.w.Write(bytes.TrimSuffix(jw.buf.Bytes(), []byte("\n")))
 }
 
 // elem writes the i-th element of an array, one per line.

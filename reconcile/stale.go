@@ -18,19 +18,22 @@ const FindingWatchNotFound = "watch_not_found"
 
 // RunStale polls the orders that webhooks left hanging: orders in new or
 // processing whose last change is older than StaleAfter and whose next
-// check is due, then the due watches (orders of quarantined or
+// check is due, final orders with a refund orderd has known in flight for
+// StaleAfter whose next check is due (a refund ends at the provider on its
+// own, and nothing says that sends a webhook), then the due watches (orders of quarantined or
 // unauthenticated webhooks, orders handed over with watch). Each answer
 // goes through the one write path as a poll, so a change publishes its
 // event exactly as a webhook would. A check that changes nothing (or
 // fails) postpones the order with exponential backoff; an order unchanged
 // for GiveUpAfter gets a stuck_order finding, resolved once it is final.
 //
-// Counts: due, checked, changed, unchanged, errors, conflicts (answers
+// Counts: due, refunds_due (final orders with a refund in flight, also
+// counted in due), checked, changed, unchanged, errors, conflicts (answers
 // refused as identity conflicts, also counted in errors), stuck_opened,
 // stuck_resolved, mismatches, watches, watches_found, watches_missing.
 func (r *Reconciler) RunStale(ctx context.Context) (Summary, error) {
-	c := newCounts("due", "checked", "changed", "unchanged", "errors", "conflicts", "stuck_opened", "stuck_resolved",
-		"mismatches", "watches", "watches_found", "watches_missing")
+	c := newCounts("due", "refunds_due", "checked", "changed", "unchanged", "errors", "conflicts", "stuck_opened",
+		"stuck_resolved", "mismatches", "watches", "watches_found", "watches_missing")
 	return r.record(ctx, JobStale, c, func(ctx context.Context, _ int64) error {
 		return r.stale(ctx, c)
 	})
@@ -49,16 +52,42 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 	}
 	p := r.newProgress(JobStale, total)
 
-	var cursor store.DueCursor
+	// The refunds in flight are read from the ledger's pending movements:
+	// bring them up to date with what orderd has learned.
+	n, err := r.store.UpdateLedger(ctx, 0)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.log.Debug("ledger updated", "job", JobStale, "states", n)
+	}
+	var (
+		cursor    store.DueCursor
+		refunding bool
+		afterID   int64
+	)
 	next := func(ctx context.Context) ([]store.DueOrder, error) {
-		page, err := r.store.DueOrders(ctx, now, changedBefore, cursor, r.cfg.PageSize)
+		if !refunding {
+			page, err := r.store.DueOrders(ctx, now, changedBefore, cursor, r.cfg.PageSize)
+			if err != nil {
+				return nil, err
+			}
+			if len(page) > 0 {
+				cursor = page[len(page)-1].Cursor()
+				c.add("due", len(page))
+				return page, nil
+			}
+			refunding = true
+		}
+		page, err := r.store.RefundingOrders(ctx, now, changedBefore, afterID, r.cfg.PageSize)
 		if err != nil {
 			return nil, err
 		}
 		if len(page) > 0 {
-			cursor = page[len(page)-1].Cursor()
+			afterID = page[len(page)-1].ID
 		}
 		c.add("due", len(page))
+		c.add("refunds_due", len(page))
 		return page, nil
 	}
 	// Polling and recording overlap: a worker hands its answer to the
@@ -91,7 +120,7 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 			}
 		})
 	}
-	err := pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
+	err = pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
 		order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
 		if callErr != nil && ctx.Err() != nil {
 			return // shutting down: the order stays due
@@ -104,7 +133,7 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 		return fmt.Errorf("due orders: %w", err)
 	}
 
-	n, err := r.store.ResolveSettledStuckOrders(ctx)
+	n, err = r.store.ResolveSettledStuckOrders(ctx)
 	c.add("stuck_resolved", n)
 	if err != nil {
 		return err
@@ -170,7 +199,8 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 		// order); still postpone, so one bad order does not take every
 		// run's budget.
 		if ctx.Err() == nil {
-			if _, perr := r.store.Exec(ctx, &postponeCheckCmd{ProviderID: a.due.ProviderID, Next: answers[i].Next}); perr != nil {
+			if _, perr := r.store.Exec(ctx, &postponeCheckCmd{ProviderID: a.due.ProviderID, Next: answers[i].Next,
+				Refund: a.due.Status.IsFinal()}); perr != nil {
 				log.Warn("postpone order check", "err", perr)
 			}
 		}
@@ -211,10 +241,16 @@ func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duratio
 		}
 		out.Mismatch = out.Res.Outcome == store.OutcomeStale && out.Res.Previous != a.Order.Status
 	}
-	if _, err := tx.PostponeOrderCheck(o.ProviderID, a.Next); err != nil {
+	postpone := tx.PostponeOrderCheck
+	if o.Status.IsFinal() { // polled for its refund in flight
+		postpone = tx.PostponeRefundCheck
+	}
+	if _, err := postpone(o.ProviderID, a.Next); err != nil {
 		return out, err
 	}
-	if now.Sub(o.UpdatedAt) < giveUpAfter {
+	// A final order polled for its refund is not stuck: its own status is
+	// settled, and a stuck_order finding would be resolved at once.
+	if o.Status.IsFinal() || now.Sub(o.UpdatedAt) < giveUpAfter {
 		return out, nil
 	}
 	var err error

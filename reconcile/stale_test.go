@@ -479,3 +479,87 @@ func TestReconciler_RunStale_watchedOrderConflicts(t *testing.T) {
 		t.Fatalf("watches = %+v, want doubled still watched, postponed once", watches)
 	}
 }
+
+// refundStatus returns the status of refund id in mid's stored state.
+func (e *env) refundStatus(mid, id string) provider.Status {
+	e.t.Helper()
+	var o provider.Order
+	if err := json.Unmarshal(e.order(mid).Order, &o); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, tr := range o.Transactions {
+		if tr.ID == id {
+			return tr.Status
+		}
+	}
+	e.t.Fatalf("%s has no transaction %s", mid, id)
+	return ""
+}
+
+// TestReconciler_RunStale_pollsRefundsInFlight: a completed payin's
+// refund ends at the provider and no webhook says so. Once orderd has
+// known it in flight for StaleAfter, the stale job polls the order and
+// learns the refund's end; an order without a refund in flight is not
+// polled, and the order is not polled again once the refund is final. A
+// refund still in flight at the provider is polled with backoff, and its
+// order is never called stuck.
+func TestReconciler_RunStale_pollsRefundsInFlight(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, mid := range []string{"refunded", "quiet", "slow"} {
+		e.createAtFake(mid, "100.00", provider.TypePayin)
+		if err := e.fake.Complete(mid); err != nil {
+			t.Fatal(err)
+		}
+		e.learn(mid, store.SourceWebhook)
+	}
+	refund, _, err := e.client.CreateRefund(t.Context(), provider.RefundRequest{Amount: dec("40.00"), MerchantOrderID: "refunded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := refund.RefundTransaction.ID
+	e.learn("refunded", store.SourcePoll) // orderd knows the refund in flight
+	if _, _, err := e.client.CreateRefund(t.Context(), provider.RefundRequest{Amount: dec("10.00"), MerchantOrderID: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	e.learn("slow", store.SourcePoll)
+	if got := e.refundStatus("refunded", id); got.IsFinal() {
+		t.Fatalf("refund stored as %s before the provider ended it", got)
+	}
+	if err := e.fake.CompleteRefund("refunded", id, true); err != nil {
+		t.Fatal(err)
+	}
+
+	// In flight for less than StaleAfter: not polled yet.
+	before := len(e.fake.Calls(providertest.PathGetStatus))
+	if s := e.run(e.rec.RunStale); s.Counts["refunds_due"] != 0 || len(e.fake.Calls(providertest.PathGetStatus)) != before {
+		t.Fatalf("a fresh refund was polled: counts %v", s.Counts)
+	}
+
+	e.clock.Advance(staleAfter + time.Second)
+	s := e.run(e.rec.RunStale)
+	calls := e.fake.Calls(providertest.PathGetStatus)[before:]
+	if s.Counts["refunds_due"] != 2 || s.Counts["changed"] != 1 || s.Counts["unchanged"] != 1 || len(calls) != 2 {
+		t.Fatalf("counts %v, %d get-status calls; want the two refunding orders polled, one changed", s.Counts, len(calls))
+	}
+	if got := e.refundStatus("refunded", id); got != provider.StatusCompleted {
+		t.Fatalf("refund stored as %s after the poll, want completed", got)
+	}
+	if fs := e.findings(store.FindingStuckOrder, "open"); len(fs) != 0 {
+		t.Fatalf("stuck_order findings for a final order: %+v", fs)
+	}
+
+	// Right after: the refund still in flight waits for its backoff.
+	if s := e.run(e.rec.RunStale); s.Counts["due"] != 0 {
+		t.Fatalf("polled again before the backoff: %v", s.Counts)
+	}
+	// Later: the ended refund's order is not polled again; the slow one
+	// is, and is still not stuck after GiveUpAfter.
+	e.clock.Advance(giveUpAfter + time.Hour)
+	s = e.run(e.rec.RunStale)
+	if s.Counts["refunds_due"] != 1 || s.Counts["unchanged"] != 1 {
+		t.Fatalf("after the backoff: %v, want only the order with a refund still in flight", s.Counts)
+	}
+	if s.Counts["stuck_opened"] != 0 || len(e.findings(store.FindingStuckOrder, "")) != 0 {
+		t.Fatalf("a stuck_order finding for a final order: %v", s.Counts)
+	}
+}

@@ -341,10 +341,8 @@ func (j jsonCurrencyVerdict) zeroAges() jsonCurrencyVerdict {
 	return j
 }
 
-// csvVerdictHeader is the end of CSVSummaryHeader that csvVerdict fills.
-var csvVerdictHeader = CSVSummaryHeader[len(CSVSummaryHeader)-12:]
-
-// csvVerdict is the verdict's part of a CSV summary row.
+// csvVerdict is the verdict's part of a CSV summary row: the columns
+// verdict to break_kinds of CSVSummaryHeader.
 func csvVerdict(c *CurrencyTotals, v *Verdict) []string {
 	opt := func(d *decimal.Decimal) string {
 		if d == nil {

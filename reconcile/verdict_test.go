@@ -2,7 +2,10 @@ package reconcile_test
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +100,75 @@ func TestReporter_WriteJSON_digest(t *testing.T) {
 		created: "2026-11-01T12:00:00Z", amount: "10.00", net: "9.70", ccy: "brl", completed: "2026-11-01T12:01:00Z"}, store.SourceWebhook)
 	if third := e.jsonReport(reportDay); third.Digest == first.Digest {
 		t.Fatalf("a new order in the period left the digest at %s", third.Digest)
+	}
+}
+
+// digests returns the digest of the report of p in each format: the
+// JSON's digest, the CSV summary's digest column (the same on every row,
+// whether the summary has its own file or follows the lines) and the HTML
+// report's, which stands at its top.
+func (e *env) digests(p reconcile.Period) (jsonDigest, csvDigest, htmlDigest string) {
+	e.t.Helper()
+	jsonDigest = e.jsonReport(p).Digest
+	var lines, summary, stream bytes.Buffer
+	if err := e.reporter().WriteCSV(e.t.Context(), &lines, &summary, p); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.reporter().WriteCSV(e.t.Context(), &stream, nil, p); err != nil {
+		e.t.Fatal(err)
+	}
+	_, tail, _ := strings.Cut(stream.String(), "\r\n\r\n")
+	for _, sum := range []string{summary.String(), tail} {
+		recs, err := csv.NewReader(strings.NewReader(sum)).ReadAll()
+		if err != nil || len(recs) < 2 {
+			e.t.Fatalf("CSV summary: %v\n%s", err, sum)
+		}
+		col := slices.Index(recs[0], "digest")
+		if col < 0 {
+			e.t.Fatalf("CSV summary header has no digest: %q", recs[0])
+		}
+		for _, rec := range recs[1:] {
+			if rec[slices.Index(recs[0], "verdict")] == "" || rec[slices.Index(recs[0], "bridge_residual")] == "" {
+				e.t.Errorf("CSV summary row without its verdict and bridge: %q", rec)
+			}
+			if csvDigest != "" && rec[col] != csvDigest {
+				e.t.Fatalf("CSV summary digests %q and %q in one period", csvDigest, rec[col])
+			}
+			csvDigest = rec[col]
+		}
+	}
+	var html bytes.Buffer
+	if err := e.reporter().WriteHTML(e.t.Context(), &html, p, reconcile.WriteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	m := regexp.MustCompile(`<code id="digest"[^>]*>([0-9a-f]*)</code>`).FindStringSubmatchIndex(html.String())
+	if m == nil {
+		e.t.Fatalf("HTML report shows no digest")
+	}
+	if v := strings.Index(html.String(), `id="verdict"`); v < m[0] {
+		e.t.Errorf("the HTML digest is not at the top, above the verdict")
+	}
+	return jsonDigest, csvDigest, html.String()[m[2]:m[3]]
+}
+
+// TestReporter_digest_everyFormat: the JSON, CSV and HTML reports of a
+// period carry one digest, stable across two runs and changed, in all
+// three, by a new order in the period.
+func TestReporter_digest_everyFormat(t *testing.T) {
+	e := reportEnv(t)
+	j1, c1, h1 := e.digests(reportDay)
+	if len(j1) != 64 || c1 != j1 || h1 != j1 {
+		t.Fatalf("digests: JSON %q, CSV %q, HTML %q; want one SHA-256", j1, c1, h1)
+	}
+	e.clock.Advance(3 * time.Hour)
+	if j2, c2, h2 := e.digests(reportDay); j2 != j1 || c2 != j1 || h2 != j1 {
+		t.Fatalf("second run: JSON %q, CSV %q, HTML %q; want %q", j2, c2, h2, j1)
+	}
+	e.observe(rOrder{id: "0e000000-0000-4000-8000-000000000002", mid: "m-new-2", typ: "payin", status: "completed",
+		created: "2026-11-01T12:00:00Z", amount: "10.00", net: "9.70", ccy: "brl", completed: "2026-11-01T12:01:00Z"}, store.SourceWebhook)
+	j3, c3, h3 := e.digests(reportDay)
+	if j3 == j1 || c3 != j3 || h3 != j3 {
+		t.Fatalf("after a new order: JSON %q, CSV %q, HTML %q (was %q)", j3, c3, h3, j1)
 	}
 }
 

@@ -47,6 +47,8 @@ func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
 		"orders by status":    {byStatus, sargs},
 		"findings page":       {findings, fargs},
 		"open finding counts": {openFindingCountsQuery, nil},
+		"reopened finding":    {reopenedFindingQuery, []any{"balance_drift", "brl"}},
+		"refunding orders":    {refundingOrdersQuery, []any{0, 1, 1, 64}},
 		"outbox stats":        {outboxStatsQuery, nil},
 		"order":               {orderByMerchantIDQuery, []any{"x"}},
 		"order history":       {orderHistoryQuery, []any{1}},

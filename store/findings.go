@@ -176,6 +176,26 @@ func (c *FindingActionCmd) Apply(tx *Tx) (any, error) {
 	return f, nil
 }
 
+// reopenedFindingQuery: whether the open finding of a kind and subject
+// has a reopen in its trail (findings_open, then finding_actions_finding).
+const reopenedFindingQuery = `SELECT 1 FROM findings f JOIN finding_actions a ON a.finding_id = f.id
+	WHERE f.kind = ? AND f.subject_key = ? AND f.resolved_at IS NULL AND a.action = 'reopen' LIMIT 1`
+
+// ReopenedFinding reports whether the open finding of kind about key is
+// open because a person reopened it. A check that finds its subject fine
+// again leaves such a finding open: the person said it is not settled,
+// and only a person closes it again.
+func (tx *Tx) ReopenedFinding(kind, key string) (bool, error) {
+	var one int
+	switch err := tx.QueryRow(reopenedFindingQuery, kind, key).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reopened finding %s %s: %w", kind, key, err)
+	}
+	return true, nil
+}
+
 // setDriftAccepted marks (or unmarks) the comparison a balance_drift
 // finding last described as accepted: a person has accounted for its
 // unexplained amount, so the books count as agreed at its closing

@@ -217,12 +217,66 @@ func (s *Store) CountDueOrders(ctx context.Context, now, changedBefore time.Time
 	return n, nil
 }
 
+// refundingOrdersQuery walks ledger_pending_kind's refunds in flight by
+// order from the cursor, one row per order (the GROUP BY follows the
+// index), and reads each order by its key.
+const refundingOrdersQuery = `SELECT o.id, o.provider_id, o.merchant_order_id, o.type, o.status, o.updated_at,
+		coalesce(o.next_check_at, 0), o.check_attempts
+	FROM ledger_pending p JOIN orders o ON o.id = p.order_id
+	WHERE p.kind = 'refund_in_flight' AND p.order_id > ? AND p.since <= ?
+	  AND o.status NOT IN ('new', 'processing') AND coalesce(o.next_check_at, 0) <= ?
+	GROUP BY p.order_id
+	ORDER BY p.order_id
+	LIMIT ?`
+
+// RefundingOrders returns up to limit final orders, after the one with
+// rowid afterID, in rowid order, that have a refund orderd has known in
+// flight (new or processing) since pendingSince or earlier and whose next
+// check (none before the first) is at or before now. Refunds end at the
+// provider on their own and need not send a webhook, so these are polled
+// like orders in flight; orders in new or processing are DueOrders'.
+func (s *Store) RefundingOrders(ctx context.Context, now, pendingSince time.Time, afterID int64, limit int) ([]DueOrder, error) {
+	rows, err := s.rdb.QueryContext(ctx, refundingOrdersQuery, afterID, pendingSince.UnixMilli(), now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("refunding orders: %w", err)
+	}
+	defer rows.Close()
+	var out []DueOrder
+	for rows.Next() {
+		var (
+			o         DueOrder
+			upd, next int64
+		)
+		if err := rows.Scan(&o.ID, &o.ProviderID, &o.MerchantOrderID, &o.Type, &o.Status, &upd, &next, &o.CheckAttempts); err != nil {
+			return nil, fmt.Errorf("refunding orders: %w", err)
+		}
+		o.UpdatedAt, o.NextCheckAt = unixMilliUTC(upd), unixMilliUTC(next)
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // PostponeOrderCheck moves a non-final order's next poll to next and
 // counts the check in check_attempts. A final order is left alone (it is
-// no longer polled); postponed reports whether the order was moved.
+// no longer polled, but see PostponeRefundCheck); postponed reports
+// whether the order was moved.
 func (tx *Tx) PostponeOrderCheck(providerOrderID string, next time.Time) (postponed bool, err error) {
+	return tx.postpone(providerOrderID, next, `status IN ('new', 'processing')`)
+}
+
+// PostponeRefundCheck is PostponeOrderCheck for a final order polled for
+// its refund in flight (RefundingOrders): it moves the order only while
+// orderd still knows a refund of it in flight. It is apart from
+// PostponeOrderCheck so that the log entries written before refunds were
+// polled apply as they did.
+func (tx *Tx) PostponeRefundCheck(providerOrderID string, next time.Time) (postponed bool, err error) {
+	return tx.postpone(providerOrderID, next, `status NOT IN ('new', 'processing')
+		AND EXISTS (SELECT 1 FROM ledger_pending WHERE order_id = orders.id AND kind = 'refund_in_flight')`)
+}
+
+func (tx *Tx) postpone(providerOrderID string, next time.Time, cond string) (bool, error) {
 	res, err := tx.Exec(`UPDATE orders SET next_check_at = ?, check_attempts = check_attempts + 1
-		WHERE provider_id = ? AND status IN ('new', 'processing')`, next.UnixMilli(), providerOrderID)
+		WHERE provider_id = ? AND `+cond, next.UnixMilli(), providerOrderID)
 	if err != nil {
 		return false, fmt.Errorf("postpone check of %s: %w", providerOrderID, err)
 	}
