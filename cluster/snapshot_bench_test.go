@@ -93,12 +93,6 @@ func p99(d []time.Duration) time.Duration {
 	return d[len(d)*99/100]
 }
 
-// runSnapshotScenario builds a database of orders through the real write
-// path (single-node store, as a database to be seeded), and measures on a
-// three-node NATS cluster (R3, fsync always): a whole-file snapshot and its
-// restore, the first chunked snapshot, the chunked snapshot after 1 % more
-// orders, its restore onto an empty disk, and the webhook latency during a
-// snapshot against the same load without one.
 // createObjectStore makes an R3 object store, retrying while a cluster
 // that has just started has not placed its peers yet ("no suitable peers
 // for placement"), as cluster.New does for its own assets.
@@ -117,6 +111,12 @@ func createObjectStore(tb testing.TB, js jetstream.JetStream, bucket string) jet
 	}
 }
 
+// runSnapshotScenario builds a database of orders through the real write
+// path (single-node store, as a database to be seeded), and measures on a
+// three-node NATS cluster (R3, fsync always): a whole-file snapshot and its
+// restore, the first chunked snapshot, the chunked snapshot after 1 % more
+// orders, its restore onto an empty disk, and the webhook latency during a
+// snapshot against the same load without one.
 func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapshotFigures {
 	ctx := tb.Context()
 	nc := startNATS(tb)

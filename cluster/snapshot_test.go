@@ -362,10 +362,7 @@ func TestTakeSnapshot_paced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := js.CreateObjectStore(t.Context(), jetstream.ObjectStoreConfig{Bucket: "ORDERD_SNAPSHOTS", Replicas: 3, Storage: jetstream.FileStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj := createObjectStore(t, js, "ORDERD_SNAPSHOTS")
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{})
 	if err != nil {
