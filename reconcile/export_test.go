@@ -1,8 +1,11 @@
 package reconcile
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // TimeAxis fits a chart's time axis to times within p, as the HTML
@@ -49,4 +52,20 @@ func DecodeAmounts(raw []byte) (fast, general any, fastErr, generalErr error) {
 		}
 	}
 	return f, g, fastErr, generalErr
+}
+
+// AppendAmount and AppendStamp are the report lines' formatters.
+func AppendAmount(b []byte, d decimal.Decimal) []byte { return appendAmount(b, d) }
+
+func AppendStamp(b []byte, t time.Time) []byte { return appendStamp(b, t) }
+
+// Lines calls fn with every line of the report of p, as the reports read
+// them.
+func Lines(ctx context.Context, r *Reporter, p Period, fn func(*Line) error) error {
+	rp, err := r.open(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer rp.close()
+	return rp.lines(ctx, fn)
 }

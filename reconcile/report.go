@@ -299,28 +299,6 @@ func (rp *report) close() {
 	}
 }
 
-// lines calls fn with every line of the period, in the store's row order.
-// The Line is reused between calls.
-func (rp *report) lines(ctx context.Context, fn func(*Line) error) error {
-	var (
-		l    Line
-		dec  orderAmounts
-		fast amountsDecoder
-	)
-	return rp.tx.Orders(ctx, rp.p.From, rp.p.To, rp.p.From.Add(-refundSkew), func(o *store.ReportOrder) error {
-		if err := dec.decodeWith(&fast, o.Raw); err != nil {
-			// The write path stored it, so it decoded once; a report shows
-			// the order with what the columns say rather than fail.
-			rp.r.log.Warn("report: order state does not decode", "order", o.ProviderID, "err", err)
-			dec = orderAmounts{}
-		}
-		if !rp.fill(&l, o, &dec) {
-			return nil
-		}
-		return fn(&l)
-	})
-}
-
 // fill computes the line of o; false means o has no line in the period
 // (a refund candidate with no refund completed in it).
 func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {

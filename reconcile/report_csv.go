@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -87,7 +86,6 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 	lw.record(CSVLineHeader)
 	t := newTotals()
 	fl := flagged{}
-	rec := make([]string, len(CSVLineHeader))
 	// The digest takes each line as the JSON report writes it, so the
 	// two reports carry the same one.
 	dg, le := newDigester(rp.p), newLineEncoder()
@@ -95,8 +93,7 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		t.add(l)
 		fl.add(l)
 		dg.line(le.line(l))
-		csvLine(rec, l)
-		return lw.record(rec)
+		return lw.line(l)
 	})
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
@@ -151,10 +148,14 @@ type csvWriter struct {
 	// text marks the columns the formula guard applies to.
 	text []bool
 	err  error
+	// rec is the record being written and val a value being formatted,
+	// reused from line to line.
+	rec, val []byte
 }
 
+// newCSVWriter buffers 1 MiB: a month's lines are hundreds of MiB.
 func newCSVWriter(w io.Writer, guard bool, text []bool) *csvWriter {
-	return &csvWriter{w: bufio.NewWriterSize(w, 64<<10), guard: guard, text: text}
+	return &csvWriter{w: bufio.NewWriterSize(w, 1<<20), guard: guard, text: text}
 }
 
 // record writes one record and its CRLF; the first write error is kept
@@ -163,56 +164,133 @@ func (c *csvWriter) record(fields []string) error {
 	if c.err != nil {
 		return c.err
 	}
+	b := c.rec[:0]
 	for i, f := range fields {
 		if i > 0 {
-			c.w.WriteByte(',')
+			b = append(b, ',')
 		}
-		if c.guard && i < len(c.text) && c.text[i] && f != "" && strings.IndexByte("=+-@\t\r", f[0]) >= 0 {
-			c.field("'" + f)
-			continue
-		}
-		c.field(f)
+		b = appendCSVField(b, f, c.guarded(i))
 	}
-	_, c.err = c.w.WriteString("\r\n")
+	return c.end(b)
+}
+
+// guarded: the formula guard applies to column i.
+func (c *csvWriter) guarded(i int) bool { return c.guard && i < len(c.text) && c.text[i] }
+
+// end writes the record b and its CRLF.
+func (c *csvWriter) end(b []byte) error {
+	b = append(b, '\r', '\n')
+	c.rec = b
+	_, c.err = c.w.Write(b)
 	return c.err
 }
 
-// field writes one value, quoted when it needs to be.
-func (c *csvWriter) field(f string) {
-	if !csvNeedsQuotes(f) {
-		c.w.WriteString(f)
-		return
+// line writes l as one record of CSVLineHeader's columns, formatting its
+// amounts and times into a reused buffer.
+func (c *csvWriter) line(l *Line) error {
+	if c.err != nil {
+		return c.err
 	}
-	c.w.WriteByte('"')
-	for {
-		i := strings.IndexByte(f, '"')
-		if i < 0 {
-			break
+	b := c.rec[:0]
+	b = appendCSVField(b, l.OrderID, c.guarded(0))
+	b = append(b, ',')
+	b = appendCSVField(b, l.MerchantOrderID, c.guarded(1))
+	b = append(b, ',')
+	b = appendCSVField(b, l.Type, c.guarded(2))
+	b = append(b, ',')
+	b = appendCSVField(b, l.Status, c.guarded(3))
+	b = append(b, ',')
+	b = appendCSVField(b, l.Membership, c.guarded(4))
+	b = append(b, ',')
+	b = c.value(b, appendStamp(c.val[:0], l.CreatedAt), 5)
+	b = append(b, ',')
+	b = c.value(b, appendStamp(c.val[:0], l.CompletedAt), 6)
+	b = append(b, ',')
+	b = c.money(b, l.Authorized, 7)
+	b = append(b, ',')
+	b = c.money(b, l.Merchant, 9)
+	b = append(b, ',')
+	b = c.money(b, l.Fee, 11)
+	b = append(b, ',')
+	v := c.val[:0]
+	for i, rf := range l.Refunded {
+		if i > 0 {
+			v = append(v, ';')
 		}
-		c.w.WriteString(f[:i+1])
-		c.w.WriteByte('"')
-		f = f[i+1:]
+		v = appendAmount(v, rf.Money.Amount)
 	}
-	c.w.WriteString(f)
-	c.w.WriteByte('"')
+	b = c.value(b, v, 13)
+	b = append(b, ',')
+	v = c.val[:0]
+	for i, rf := range l.Refunded {
+		if i > 0 {
+			v = append(v, ';')
+		}
+		v = append(v, rf.Money.Currency...)
+	}
+	b = c.value(b, v, 14)
+	b = append(b, ',')
+	b = appendCSVField(b, l.LearnedVia, c.guarded(15))
+	b = append(b, ',')
+	v = c.val[:0]
+	for i, k := range l.OpenFindings {
+		if i > 0 {
+			v = append(v, ';')
+		}
+		v = append(v, k...)
+	}
+	b = c.value(b, v, 16)
+	b = append(b, ',')
+	b = c.money(b, l.Requested, 17)
+	return c.end(b)
 }
 
-// csvNeedsQuotes: a separator, a quote or a line break inside, or a
-// leading space or tab, which some readers trim.
-func csvNeedsQuotes(f string) bool {
-	if f == "" {
-		return false
+// value appends v, formatted in c.val, as column i; c.val keeps the
+// buffer for the next value.
+func (c *csvWriter) value(b, v []byte, i int) []byte {
+	c.val = v
+	return appendCSVField(b, v, c.guarded(i))
+}
+
+// money appends m as the columns i (amount) and i+1 (currency).
+func (c *csvWriter) money(b []byte, m *provider.Money, i int) []byte {
+	if m == nil {
+		return append(b, ',')
 	}
-	if f[0] == ' ' || f[0] == '\t' {
-		return true
-	}
-	for i := 0; i < len(f); i++ {
+	b = c.value(b, appendAmount(c.val[:0], m.Amount), i)
+	b = append(b, ',')
+	return appendCSVField(b, m.Currency, c.guarded(i+1))
+}
+
+// appendCSVField appends one value, quoted when it needs to be: a
+// separator, a quote or a line break inside, or a leading space or tab,
+// which some readers trim. With guard, a value starting with =, +, -, @,
+// a tab or a CR gets a leading ' first.
+func appendCSVField[T string | []byte](b []byte, f T, guard bool) []byte {
+	prefix := guard && len(f) > 0 && (f[0] == '=' || f[0] == '+' || f[0] == '-' || f[0] == '@' || f[0] == '\t' || f[0] == '\r')
+	quote := !prefix && len(f) > 0 && (f[0] == ' ' || f[0] == '\t')
+	for i := 0; i < len(f) && !quote; i++ {
 		switch f[i] {
 		case ',', '"', '\r', '\n':
-			return true
+			quote = true
 		}
 	}
-	return false
+	if quote {
+		b = append(b, '"')
+	}
+	if prefix {
+		b = append(b, '\'')
+	}
+	if !quote {
+		return append(b, f...)
+	}
+	for i := 0; i < len(f); i++ {
+		if f[i] == '"' {
+			b = append(b, '"')
+		}
+		b = append(b, f[i])
+	}
+	return append(b, '"')
 }
 
 func (c *csvWriter) raw(s string) {
@@ -227,26 +305,6 @@ func (c *csvWriter) flush() error {
 	}
 	c.err = c.w.Flush()
 	return c.err
-}
-
-// csvLine fills rec with l's fields.
-func csvLine(rec []string, l *Line) {
-	rec[0], rec[1], rec[2], rec[3], rec[4] = l.OrderID, l.MerchantOrderID, l.Type, l.Status, l.Membership
-	rec[5], rec[6] = csvTime(l.CreatedAt), csvTime(l.CompletedAt)
-	rec[7], rec[8] = csvMoney(l.Authorized)
-	rec[9], rec[10] = csvMoney(l.Merchant)
-	rec[11], rec[12] = csvMoney(l.Fee)
-	rec[13], rec[14] = "", ""
-	for i, rf := range l.Refunded {
-		if i > 0 {
-			rec[13] += ";"
-			rec[14] += ";"
-		}
-		rec[13] += provider.FormatAmount(rf.Money.Amount)
-		rec[14] += rf.Money.Currency
-	}
-	rec[15], rec[16] = l.LearnedVia, strings.Join(l.OpenFindings, ";")
-	rec[17], rec[18] = csvMoney(l.Requested)
 }
 
 func csvSummary(c *CurrencyTotals) []string {

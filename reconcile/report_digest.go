@@ -26,6 +26,9 @@ type digester struct {
 	buf bytes.Buffer
 	enc *json.Encoder
 	err error
+	// lb is a line with its tag and newline, reused: one write and no
+	// allocation per line.
+	lb []byte
 }
 
 // newDigester starts the digest of the report of p.
@@ -39,9 +42,8 @@ func newDigester(p Period) *digester {
 
 // line adds an order line, as the JSON report writes it (lineEncoder).
 func (d *digester) line(b []byte) {
-	d.h.Write([]byte{'l'})
-	d.h.Write(b)
-	d.h.Write([]byte{'\n'})
+	d.lb = append(append(append(d.lb[:0], 'l'), b...), '\n')
+	d.h.Write(d.lb)
 }
 
 // value adds v's JSON after tag.

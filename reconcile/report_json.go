@@ -47,7 +47,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	}
 	os.Remove(spool.Name())
 	defer spool.Close()
-	sw := bufio.NewWriterSize(spool, 64<<10)
+	sw := bufio.NewWriterSize(spool, 1<<20) // a month's lines are hundreds of MiB
 	le := newLineEncoder()
 	t := newTotals()
 	fl := flagged{}
@@ -95,7 +95,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 		if _, err := spool.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("write json: %w", err)
 		}
-		if _, err := io.Copy(jw.w, spool); err != nil {
+		if _, err := io.CopyBuffer(jw.w, spool, make([]byte, 1<<20)); err != nil {
 			return fmt.Errorf("write json: %w", err)
 		}
 	}

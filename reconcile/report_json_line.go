@@ -61,7 +61,10 @@ func (e *lineEncoder) line(l *Line) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"amount":`...)
-		b = e.str(b, provider.FormatAmount(r.Money.Amount), false)
+		// An amount is plain ASCII: digits, a point, a minus sign.
+		b = append(b, '"')
+		b = appendAmount(b, r.Money.Amount)
+		b = append(b, '"')
 		b = append(b, `,"currency":`...)
 		b = e.str(b, r.Money.Currency, false)
 		b = append(b, `,"count":`...)
@@ -87,7 +90,7 @@ func appendTime(b []byte, t time.Time) []byte {
 		return append(b, "null"...)
 	}
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimeLayout)
+	b = appendStamp(b, t)
 	return append(b, '"')
 }
 
@@ -98,7 +101,7 @@ func (e *lineEncoder) money(b []byte, m *provider.Money) []byte {
 		return append(b, "null"...)
 	}
 	b = append(b, `{"amount":"`...)
-	b = append(b, provider.FormatAmount(m.Amount)...)
+	b = appendAmount(b, m.Amount)
 	b = append(b, `","currency":`...)
 	b = e.str(b, m.Currency, true)
 	return append(b, '}')
