@@ -16,7 +16,11 @@ const (
 	DefaultReplicas      = 3
 	DefaultLeaseTTL      = 10 * time.Second
 	DefaultSnapshotEvery = time.Hour
-	DefaultLogMaxAge     = 168 * time.Hour
+	// DefaultSnapshotReadRate is how fast a snapshot reads the database
+	// unless cluster.snapshot_read_rate says otherwise (BENCHMARKS.md,
+	// "Snapshots").
+	DefaultSnapshotReadRate = 32 << 20
+	DefaultLogMaxAge        = 168 * time.Hour
 )
 
 // Config configures a Node.
@@ -34,6 +38,9 @@ type Config struct {
 	SnapshotEvery time.Duration
 	// LogMaxAge bounds the log; snapshots must be newer.
 	LogMaxAge time.Duration
+	// SnapshotReadRate bounds how fast a snapshot reads the database (its
+	// copy and its hashing), in bytes a second; 0 reads at full speed.
+	SnapshotReadRate int64
 	// MaxEntryBytes bounds one log entry (the server's max_payload less
 	// headroom); 0 means 1 MiB.
 	MaxEntryBytes int

@@ -1,8 +1,32 @@
 package cluster
 
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/store"
+)
+
 // PutSnapshot lets the external tests upload a database file the way the
 // seed command does, without a node.
 var PutSnapshot = putSnapshot
 
 // ChunkBytes is the snapshot chunk size.
 const ChunkBytes = chunkBytes
+
+// TakeSnapshotOf lets the external tests take a snapshot of a store the
+// way the leader does (a page-for-page copy, its light check, the upload,
+// the reading paced at readRate bytes a second), without a node.
+func TakeSnapshotOf(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string, readRate int64) (SnapshotInfo, time.Duration, error) {
+	si, _, copied, err := takeSnapshot(ctx, st, obj, tmp, node, readRate)
+	return si, copied, err
+}
+
+// UploadCopy lets the external tests upload a page-for-page copy the way
+// the leader does after its copy: with the light check (store.CheckCopy).
+func UploadCopy(ctx context.Context, obj jetstream.ObjectStore, path, node string) (SnapshotInfo, error) {
+	si, _, err := uploadSnapshot(ctx, obj, path, node, store.CheckCopy, nil)
+	return si, err
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"golang.org/x/time/rate"
 
 	"orderd/store"
 )
@@ -201,8 +202,9 @@ func (n *Node) LatestSnapshot(ctx context.Context) (si SnapshotInfo, ok bool, er
 }
 
 // TakeSnapshot writes a snapshot of this node's database to the snapshot
-// store: a consistent, page-preserving copy (store.Copy), checked, of
-// which only what the store does not hold yet is uploaded.
+// store: a consistent, page-preserving copy (store.CopyPaced), lightly
+// checked, of which only what the store does not hold yet is uploaded.
+// The read of the database is paced at Config.SnapshotReadRate.
 func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	// One at a time: the scheduled one and one asked for over HTTP would
 	// each remove the other's packs as unused.
@@ -211,11 +213,7 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
 	defer os.Remove(tmp)
 	start := time.Now()
-	if err := n.store.Copy(ctx, tmp); err != nil {
-		return SnapshotInfo{}, err
-	}
-	copied := time.Since(start)
-	si, gcErr, err := uploadSnapshot(ctx, n.obj, tmp, n.cfg.Node)
+	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node, n.cfg.SnapshotReadRate)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -231,6 +229,35 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	return si, nil
 }
 
+// takeSnapshot copies the database of st to tmp page for page and
+// uploads the copy as the newest snapshot; copied is how long the copy
+// took. The copy is checked with store.CheckCopy, not in full: it is this
+// instance's own database, and every restore checks the whole file. The
+// copy and the hashing read at most readRate bytes a second (0: at full
+// speed), so a snapshot takes longer but leaves ingest the CPU.
+func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string,
+	readRate int64) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
+	pace := readPace(readRate)
+	start := time.Now()
+	if err := st.CopyPaced(ctx, tmp, pace); err != nil {
+		return SnapshotInfo{}, nil, 0, err
+	}
+	copied = time.Since(start)
+	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, store.CheckCopy, pace)
+	return si, gcErr, copied, err
+}
+
+// paceBytes is how much a paced snapshot reads between two waits.
+const paceBytes = 1 << 20
+
+// readPace is a limiter of readRate bytes a second, nil for 0.
+func readPace(readRate int64) *rate.Limiter {
+	if readRate <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(readRate), int(min(readRate, paceBytes)))
+}
+
 // putSnapshot uploads the database file at dbPath, a consistent copy that
 // nothing writes to, as the newest snapshot: it checks the file
 // (store.CheckBackup, which gives the log sequence it applied; 0 for a
@@ -238,9 +265,13 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 // manifest and points to it (keeping the one before it), and removes what
 // neither uses.
 func putSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (SnapshotInfo, error) {
-	si, _, err := uploadSnapshot(ctx, obj, dbPath, node)
+	si, _, err := uploadSnapshot(ctx, obj, dbPath, node, store.CheckBackup, nil)
 	return si, err
 }
+
+// chunkKey is a chunk's hash as the manifest holds it, a map key that
+// costs no allocation (a string of it would, once per chunk).
+type chunkKey [hashBytes]byte
 
 // chunkAt is where a chunk's bytes are: a pack (by its index in the
 // packs of the manifest being built) and an offset in it.
@@ -249,10 +280,13 @@ type chunkAt struct {
 	off  uint64
 }
 
-// uploadSnapshot is putSnapshot; gcErr says why removing what no kept
-// manifest uses failed, which does not fail the snapshot.
-func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string) (si SnapshotInfo, gcErr, err error) {
-	seq, err := store.CheckBackup(ctx, dbPath)
+// uploadSnapshot is putSnapshot with the check of the file given (which
+// returns the log sequence the file has applied) and the hashing paced by
+// pace (nil: at full speed); gcErr says why removing
+// what no kept manifest uses failed, which does not fail the snapshot.
+func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node string,
+	check func(context.Context, string) (uint64, error), pace *rate.Limiter) (si SnapshotInfo, gcErr, err error) {
+	seq, err := check(ctx, dbPath)
 	if err != nil {
 		return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -268,12 +302,24 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	}
 	defer f.Close()
 	m := &manifest{Format: manifestFormat, Seq: seq, TakenAt: time.Now().UTC(), Node: node, ChunkBytes: chunkBytes}
+	if fi, err := f.Stat(); err == nil {
+		m.Hashes = make([]byte, 0, (fi.Size()+chunkBytes-1)/chunkBytes*hashBytes)
+	}
 
 	// Pass 1: the chunks' hashes and the file's.
 	whole := sha256.New()
 	buf := make([]byte, chunkBytes)
 	r := bufio.NewReaderSize(f, 1<<20)
-	for {
+	perWait := 0 // chunks hashed between two waits of the pace
+	if pace != nil {
+		perWait = max(1, pace.Burst()/chunkBytes)
+	}
+	for c := 1; ; c++ {
+		if perWait > 0 && c%perWait == 0 {
+			if err := pace.WaitN(ctx, min(perWait*chunkBytes, pace.Burst())); err != nil {
+				return SnapshotInfo{}, nil, fmt.Errorf("snapshot: %w", err)
+			}
+		}
 		k, err := io.ReadFull(r, buf)
 		if k > 0 {
 			sum := sha256.Sum256(buf[:k])
@@ -296,20 +342,23 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 		pack int
 		off  uint64
 	}
-	held := map[string]prevAt{}
+	var held map[chunkKey]prevAt
+	if prev != nil {
+		held = make(map[chunkKey]prevAt, prev.chunks())
+	}
 	keepPack := map[int]bool{}
 	if prev != nil {
 		for _, r := range prev.Runs {
 			off := r[3]
 			for c := r[0]; c < r[0]+r[1]; c++ {
-				held[string(prev.Hashes[c*hashBytes:(c+1)*hashBytes])] = prevAt{int(r[2]), off}
+				held[chunkKey(prev.Hashes[c*hashBytes:(c+1)*hashBytes])] = prevAt{int(r[2]), off}
 				off += min(uint64(prev.ChunkBytes), prev.Bytes-c*uint64(prev.ChunkBytes))
 			}
 		}
 		live := make([]uint64, len(prev.Packs))
-		seen := map[string]bool{}
+		seen := make(map[chunkKey]bool, len(held))
 		for c := range m.chunks() {
-			h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+			h := chunkKey(m.Hashes[c*hashBytes : (c+1)*hashBytes])
 			if at, ok := held[h]; ok && !seen[h] {
 				seen[h] = true
 				live[at.pack] += m.chunkLen(c)
@@ -336,7 +385,7 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	// packs.
 	var (
 		packOf   = map[int]int{} // previous pack index → this manifest's
-		placed   = map[string]chunkAt{}
+		placed   = make(map[chunkKey]chunkAt, m.chunks())
 		pack     bytes.Buffer
 		uploaded uint64
 	)
@@ -355,7 +404,7 @@ func uploadSnapshot(ctx context.Context, obj jetstream.ObjectStore, dbPath, node
 	}
 	open := -1 // index of the pack being filled, -1 when none
 	for c := range m.chunks() {
-		h := string(m.Hashes[c*hashBytes : (c+1)*hashBytes])
+		h := chunkKey(m.Hashes[c*hashBytes : (c+1)*hashBytes])
 		at, ok := placed[h]
 		if !ok {
 			if p, held := held[h]; held && keepPack[p.pack] {

@@ -19,7 +19,10 @@ import (
 )
 
 // snapshotOrders sizes BenchmarkSnapshot's database (make bench-snapshot).
-var snapshotOrders = flag.Int("snapshot.orders", 300_000, "orders in BenchmarkSnapshot's database")
+var (
+	snapshotOrders = flag.Int("snapshot.orders", 300_000, "orders in BenchmarkSnapshot's database")
+	snapshotRate   = flag.Int64("snapshot.rate", cluster.DefaultSnapshotReadRate, "bytes a second a snapshot reads the database at (0: full speed)")
+)
 
 // snapshotFigures is what one run of the snapshot scenario measured.
 type snapshotFigures struct {
@@ -90,12 +93,6 @@ func p99(d []time.Duration) time.Duration {
 	return d[len(d)*99/100]
 }
 
-// runSnapshotScenario builds a database of orders through the real write
-// path (single-node store, as a database to be seeded), and measures on a
-// three-node NATS cluster (R3, fsync always): a whole-file snapshot and its
-// restore, the first chunked snapshot, the chunked snapshot after 1 % more
-// orders, its restore onto an empty disk, and the webhook latency during a
-// snapshot against the same load without one.
 // createObjectStore makes an R3 object store, retrying while a cluster
 // that has just started has not placed its peers yet ("no suitable peers
 // for placement"), as cluster.New does for its own assets.
@@ -114,6 +111,12 @@ func createObjectStore(tb testing.TB, js jetstream.JetStream, bucket string) jet
 	}
 }
 
+// runSnapshotScenario builds a database of orders through the real write
+// path (single-node store, as a database to be seeded), and measures on a
+// three-node NATS cluster (R3, fsync always): a whole-file snapshot and its
+// restore, the first chunked snapshot, the chunked snapshot after 1 % more
+// orders, its restore onto an empty disk, and the webhook latency during a
+// snapshot against the same load without one.
 func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapshotFigures {
 	ctx := tb.Context()
 	nc := startNATS(tb)
@@ -147,15 +150,11 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	snap := func() cluster.SnapshotInfo {
 		tmp := filepath.Join(dir, "snapshot-"+randomID())
 		defer os.Remove(tmp)
-		t0 := time.Now()
-		if err := st.Copy(ctx, tmp); err != nil {
-			tb.Fatal(err)
-		}
-		f.CopyTook = time.Since(t0)
-		si, err := cluster.PutSnapshot(ctx, obj, tmp, "bench")
+		si, copied, err := cluster.TakeSnapshotOf(ctx, st, obj, tmp, "bench", *snapshotRate)
 		if err != nil {
 			tb.Fatal(err)
 		}
+		f.CopyTook = copied
 		return si
 	}
 	start = time.Now()

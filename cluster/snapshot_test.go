@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -288,5 +289,116 @@ func TestRestoreSnapshot_legacy(t *testing.T) {
 	}
 	if slices.Contains(objectNames(t, obj), "orderd.db") {
 		t.Fatal("the whole-file snapshot is still there after a new snapshot")
+	}
+}
+
+// TestRestoreSnapshot_damagedCopy: the leader checks its page-for-page
+// copy only lightly before the upload, so a page damaged on the way to the
+// copy is uploaded; the restore's full check still refuses it and leaves
+// nothing at the path.
+func TestRestoreSnapshot_damagedCopy(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 300, 8)
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	if err := a.st.Copy(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	// A leaf page of an index of order_history: the light check never
+	// reads it.
+	db, err := sql.Open("sqlite", cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, pageSize int64
+	err = db.QueryRowContext(t.Context(), `SELECT d.pageno FROM dbstat d JOIN sqlite_master m ON m.name = d.name
+		WHERE m.type = 'index' AND m.tbl_name = 'order_history' AND d.pagetype = 'leaf' ORDER BY d.pageno LIMIT 1`).Scan(&page)
+	if err == nil {
+		err = db.QueryRowContext(t.Context(), `PRAGMA page_size`).Scan(&pageSize)
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cp, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The b-tree page's type byte: 0 is no page type at all.
+	if _, err := f.WriteAt([]byte{0}, (page-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CheckBackup(t.Context(), cp); err == nil {
+		t.Fatal("the full check passed a copy with a damaged page")
+	}
+	if _, err := cluster.UploadCopy(t.Context(), snapshotStore(t, a), cp, "a"); err != nil {
+		t.Fatalf("upload of the damaged copy: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "orderd.db")
+	_, _, err = cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
+	t.Logf("restore of a damaged copy: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "integrity") {
+		t.Fatalf("restore of a snapshot of a damaged copy: %v, want the integrity check's refusal", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused restore left %s (%v)", path, err)
+	}
+}
+
+// TestTakeSnapshot_paced: a snapshot reads the database (its copy, then
+// its hashing) no faster than its read rate, and the paced snapshot
+// restores to the same database.
+func TestTakeSnapshot_paced(t *testing.T) {
+	nc := startNATS(t)
+	conn, err := nats.Connect(nc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := createObjectStore(t, js, "ORDERD_SNAPSHOTS")
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(t.Context())
+	addOrders(t, st, 1000, 8)
+	const perSec = 1 << 20
+	start := time.Now()
+	si, _, err := cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "snapshot"), "a", perSec)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copy and hashing read the file once each; each pass's limiter
+	// starts with a burst (1 MiB) in hand, and its last step is not
+	// waited for.
+	least := time.Duration(float64(2*int64(si.Bytes)-4<<20) / perSec * float64(time.Second))
+	t.Logf("a snapshot of %d bytes read at %d B/s took %s", si.Bytes, perSec, took.Round(time.Millisecond))
+	if took < least {
+		t.Errorf("a snapshot of %d bytes read at %d B/s took %s, want at least %s", si.Bytes, perSec, took, least)
+	}
+	restored := filepath.Join(t.TempDir(), "orderd.db")
+	if _, ok, err := cluster.RestoreSnapshot(t.Context(), conn, cluster.Config{Node: "r"}, restored); err != nil || !ok {
+		t.Fatalf("restore of the paced snapshot: ok %v, %v", ok, err)
+	}
+	want, _, err := st.Digest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := store.Open(t.Context(), restored, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close(t.Context())
+	if got, _, err := rs.Digest(t.Context()); err != nil || got != want {
+		t.Fatalf("restored digest %s (%v), want %s", got, err, want)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"orderd/store"
 )
@@ -103,5 +106,71 @@ func TestStore_Copy(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(third); !bytes.Equal(got, b) {
 		t.Error("a refused copy changed the existing file")
+	}
+}
+
+// TestStore_CopyPaced: a paced copy reads no faster than its pace, and is
+// still of one moment while writes go on: it finishes while they do (a
+// commit between two steps does not start it over) and holds the orders
+// committed before it, not those after.
+func TestStore_CopyPaced(t *testing.T) {
+	s, path := openStore(t, store.Options{})
+	for range 2000 {
+		if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("10.00").json(false))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perSec, burst = 2 << 20, 256 << 10
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	// Writes go on until the copy is done, for 30 s at most.
+	wg.Go(func() {
+		bound := time.After(30 * time.Second)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-bound:
+				return
+			default:
+			}
+			if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, newOrder("11.00").json(false))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	start := time.Now()
+	err = s.CopyPaced(t.Context(), cp, rate.NewLimiter(perSec, burst))
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CheckBackup(t.Context(), cp); err != nil {
+		t.Fatalf("the paced copy fails its check: %v", err)
+	}
+	// The database only grew during the copy; the limiter starts with a
+	// burst in hand, and the last step is not waited for.
+	least := time.Duration(float64(fi.Size()-2*burst) / perSec * float64(time.Second))
+	t.Logf("a paced copy of at least %d bytes at %d B/s took %s", fi.Size(), perSec, took.Round(time.Millisecond))
+	if took < least {
+		t.Errorf("a copy of %d bytes paced at %d B/s took %s, want at least %s", fi.Size(), perSec, took, least)
+	}
+	c, err := store.Open(t.Context(), cp, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	copied := count(t, c, `SELECT count(*) FROM orders`)
+	after := count(t, s, `SELECT count(*) FROM orders`)
+	if copied < 2000 || copied >= after {
+		t.Errorf("the paced copy holds %d orders, want from the 2000 before it to fewer than the %d after it", copied, after)
 	}
 }

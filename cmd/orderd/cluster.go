@@ -19,14 +19,15 @@ import (
 func (d *daemon) clusterConfig() cluster.Config {
 	c := d.cfg.Cluster
 	return cluster.Config{
-		Node:          c.NodeName(),
-		LogStream:     c.LogStream,
-		Replicas:      c.Replicas,
-		LeaseTTL:      c.LeaseTTL,
-		SnapshotEvery: c.SnapshotEvery,
-		LogMaxAge:     c.LogMaxAge,
-		Logger:        d.log.With("component", "cluster"),
-		Registerer:    d.registry,
+		Node:             c.NodeName(),
+		LogStream:        c.LogStream,
+		Replicas:         c.Replicas,
+		LeaseTTL:         c.LeaseTTL,
+		SnapshotEvery:    c.SnapshotEvery,
+		LogMaxAge:        c.LogMaxAge,
+		SnapshotReadRate: int64(c.SnapshotReadRate),
+		Logger:           d.log.With("component", "cluster"),
+		Registerer:       d.registry,
 	}
 }
 

@@ -186,6 +186,9 @@ type ClusterConfig struct {
 	SnapshotEvery time.Duration `yaml:"snapshot_every"`
 	// LogMaxAge bounds the log; it must be well above SnapshotEvery.
 	LogMaxAge time.Duration `yaml:"log_max_age"`
+	// SnapshotReadRate bounds how fast a snapshot reads the database, a
+	// second; 0 reads at full speed.
+	SnapshotReadRate ByteSize `yaml:"snapshot_read_rate"`
 }
 
 // NodeName is cluster.node, or the host name when it is empty (empty
@@ -375,11 +378,12 @@ func DefaultConfig() *Config {
 		Log:             LogConfig{Level: "info", Format: "auto"},
 		ShutdownTimeout: 15 * time.Second,
 		Cluster: ClusterConfig{
-			LogStream:     cluster.DefaultLogStream,
-			Replicas:      cluster.DefaultReplicas,
-			LeaseTTL:      cluster.DefaultLeaseTTL,
-			SnapshotEvery: cluster.DefaultSnapshotEvery,
-			LogMaxAge:     cluster.DefaultLogMaxAge,
+			LogStream:        cluster.DefaultLogStream,
+			Replicas:         cluster.DefaultReplicas,
+			LeaseTTL:         cluster.DefaultLeaseTTL,
+			SnapshotEvery:    cluster.DefaultSnapshotEvery,
+			LogMaxAge:        cluster.DefaultLogMaxAge,
+			SnapshotReadRate: cluster.DefaultSnapshotReadRate,
 		},
 	}
 }
@@ -909,6 +913,9 @@ func (c *Config) validate(use configUse) error {
 		add("cluster.log_max_age", "%s must be at least twice cluster.snapshot_every (%s): an instance restores the newest snapshot and then needs the log after it", cl.LogMaxAge, cl.SnapshotEvery)
 	}
 	notNegative("cluster.log_max_age", cl.LogMaxAge)
+	if r := cl.SnapshotReadRate; r != 0 && r < minSnapshotReadRate {
+		add("cluster.snapshot_read_rate", "must be 0 (full speed) or at least %s a second (got %s)", ByteSize(minSnapshotReadRate), r)
+	}
 
 	// publish
 	positive("publish.retention", c.Publish.Retention)
@@ -1113,6 +1120,10 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of
 // 1024), e.g. "512MiB".
 type ByteSize int64
+
+// minSnapshotReadRate is the least cluster.snapshot_read_rate: slower, a
+// snapshot of a few gigabytes would take longer than an hour.
+const minSnapshotReadRate = 1 << 20
 
 var byteUnits = map[string]int64{
 	"": 1, "b": 1,
