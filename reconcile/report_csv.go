@@ -337,10 +337,3 @@ func csvTime(t time.Time) string {
 	}
 	return t.UTC().Format(TimeLayout)
 }
-
-func csvMoney(m *provider.Money) (amount, currency string) {
-	if m == nil {
-		return "", ""
-	}
-	return provider.FormatAmount(m.Amount), m.Currency
-}
