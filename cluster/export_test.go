@@ -17,10 +17,11 @@ var PutSnapshot = putSnapshot
 const ChunkBytes = chunkBytes
 
 // TakeSnapshotOf lets the external tests take a snapshot of a store the
-// way the leader does (a page-for-page copy, its light check, the upload,
-// the reading paced at readRate bytes a second), without a node.
-func TakeSnapshotOf(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string, readRate int64) (SnapshotInfo, time.Duration, error) {
-	si, _, copied, err := takeSnapshot(ctx, st, obj, tmp, node, readRate)
+// way the leader does (a page-for-page copy, its light check or with full
+// its full one, the upload, the reading paced at readRate bytes a
+// second), without a node.
+func TakeSnapshotOf(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string, readRate int64, full bool) (SnapshotInfo, time.Duration, error) {
+	si, _, copied, err := takeSnapshot(ctx, st, obj, tmp, node, readRate, full)
 	return si, copied, err
 }
 

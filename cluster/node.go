@@ -51,6 +51,9 @@ type Node struct {
 
 	// snapMu makes one snapshot at a time.
 	snapMu sync.Mutex
+	// lastFullCheck is when a snapshot's copy was last checked in full
+	// (under snapMu).
+	lastFullCheck time.Time
 
 	// lastAppendOK and lastAppendErr are when appends last succeeded
 	// and failed (Unix nanoseconds), for Ready.

@@ -202,8 +202,9 @@ func (n *Node) LatestSnapshot(ctx context.Context) (si SnapshotInfo, ok bool, er
 }
 
 // TakeSnapshot writes a snapshot of this node's database to the snapshot
-// store: a consistent, page-preserving copy (store.CopyPaced), lightly
-// checked, of which only what the store does not hold yet is uploaded.
+// store: a consistent, page-preserving copy (store.CopyPaced), checked in
+// full after a start and once a day (fullCheckEvery) and lightly between,
+// of which only what the store does not hold yet is uploaded.
 // The read of the database is paced at Config.SnapshotReadRate.
 func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	// One at a time: the scheduled one and one asked for over HTTP would
@@ -213,9 +214,13 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
 	defer os.Remove(tmp)
 	start := time.Now()
-	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node, n.cfg.SnapshotReadRate)
+	full := n.lastFullCheck.IsZero() || start.Sub(n.lastFullCheck) >= fullCheckEvery
+	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node, n.cfg.SnapshotReadRate, full)
 	if err != nil {
 		return SnapshotInfo{}, err
+	}
+	if full {
+		n.lastFullCheck = start
 	}
 	if gcErr != nil {
 		// The snapshot is written; the next one removes what this one
@@ -225,25 +230,38 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	n.m.snapshotSeq.Set(float64(si.Seq))
 	n.m.snapshotUploaded.Add(float64(si.UploadedBytes))
 	n.cfg.Logger.Info("snapshot written", "seq", si.Seq, "bytes", si.Bytes, "uploadedBytes", si.UploadedBytes,
-		"copy", copied.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+		"copy", copied.Round(time.Millisecond), "fullCheck", full, "took", time.Since(start).Round(time.Millisecond))
 	return si, nil
 }
 
+// fullCheckEvery is how often the leader checks its snapshot's copy in
+// full (PRAGMA integrity_check) before uploading it: the first snapshot
+// after a start, then once a day. The light check of the others costs
+// ingest nothing; the full one finds a damaged database while the
+// previous snapshots are still good (the snapshot fails and
+// OrderdSnapshotFailing pages), not when an empty disk restores it.
+const fullCheckEvery = 24 * time.Hour
+
 // takeSnapshot copies the database of st to tmp page for page and
 // uploads the copy as the newest snapshot; copied is how long the copy
-// took. The copy is checked with store.CheckCopy, not in full: it is this
-// instance's own database, and every restore checks the whole file. The
-// copy and the hashing read at most readRate bytes a second (0: at full
-// speed), so a snapshot takes longer but leaves ingest the CPU.
+// took. With full, the copy is checked in full (store.CheckBackup);
+// otherwise with store.CheckCopy, lightly: it is this instance's own
+// database, and every restore checks the whole file. The copy and the
+// hashing read at most readRate bytes a second (0: at full speed), so a
+// snapshot takes longer but leaves ingest the CPU.
 func takeSnapshot(ctx context.Context, st *store.Store, obj jetstream.ObjectStore, tmp, node string,
-	readRate int64) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
+	readRate int64, full bool) (si SnapshotInfo, gcErr error, copied time.Duration, err error) {
 	pace := readPace(readRate)
 	start := time.Now()
 	if err := st.CopyPaced(ctx, tmp, pace); err != nil {
 		return SnapshotInfo{}, nil, 0, err
 	}
 	copied = time.Since(start)
-	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, store.CheckCopy, pace)
+	check := store.CheckCopy
+	if full {
+		check = store.CheckBackup
+	}
+	si, gcErr, err = uploadSnapshot(ctx, obj, tmp, node, check, pace)
 	return si, gcErr, copied, err
 }
 

@@ -150,7 +150,7 @@ func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapsho
 	snap := func() cluster.SnapshotInfo {
 		tmp := filepath.Join(dir, "snapshot-"+randomID())
 		defer os.Remove(tmp)
-		si, copied, err := cluster.TakeSnapshotOf(ctx, st, obj, tmp, "bench", *snapshotRate)
+		si, copied, err := cluster.TakeSnapshotOf(ctx, st, obj, tmp, "bench", *snapshotRate, false)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -292,21 +293,12 @@ func TestRestoreSnapshot_legacy(t *testing.T) {
 	}
 }
 
-// TestRestoreSnapshot_damagedCopy: the leader checks its page-for-page
-// copy only lightly before the upload, so a page damaged on the way to the
-// copy is uploaded; the restore's full check still refuses it and leaves
-// nothing at the path.
-func TestRestoreSnapshot_damagedCopy(t *testing.T) {
-	nc := startNATS(t)
-	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
-	addOrders(t, a.st, 300, 8)
-	cp := filepath.Join(t.TempDir(), "copy.db")
-	if err := a.st.Copy(t.Context(), cp); err != nil {
-		t.Fatal(err)
-	}
-	// A leaf page of an index of order_history: the light check never
-	// reads it.
-	db, err := sql.Open("sqlite", cp)
+// damageIndexPage damages a leaf page of an index of order_history in the
+// database at path (closed): the light check never reads it, the full one
+// does.
+func damageIndexPage(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +312,7 @@ func TestRestoreSnapshot_damagedCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(cp, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +323,58 @@ func TestRestoreSnapshot_damagedCopy(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTakeSnapshot_fullCheck: a snapshot checked in full (the leader's
+// first after a start, then once a day) refuses a database with a
+// damaged page before anything is uploaded, where the light check of the
+// snapshots between would pass it.
+func TestTakeSnapshot_fullCheck(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	obj := snapshotStore(t, a)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orderd.db")
+	st, err := store.Open(t.Context(), path, store.Options{RelaxedSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addOrders(t, st, 300, 8)
+	if err := st.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	damageIndexPage(t, path)
+	st, err = store.Open(t.Context(), path, store.Options{RelaxedSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+
+	_, _, err = cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "full"), "a", 0, true)
+	if err == nil || !strings.Contains(err.Error(), "integrity") {
+		t.Fatalf("a fully checked snapshot of a damaged database: %v, want the integrity check's refusal", err)
+	}
+	if _, ok, err := a.node.LatestSnapshot(t.Context()); err != nil || ok {
+		t.Fatalf("after the refusal the store holds a snapshot (ok %v, %v), want none", ok, err)
+	}
+	if _, _, err := cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "light"), "a", 0, false); err != nil {
+		t.Fatalf("the light check refused the same database (%v): this test no longer tells the two apart", err)
+	}
+}
+
+// TestRestoreSnapshot_damagedCopy: the leader checks its page-for-page
+// copy only lightly before most uploads, so a page damaged on the way to the
+// copy is uploaded; the restore's full check still refuses it and leaves
+// nothing at the path.
+func TestRestoreSnapshot_damagedCopy(t *testing.T) {
+	nc := startNATS(t)
+	a := startInstance(t, nc, "a", t.TempDir(), 3*time.Second)
+	addOrders(t, a.st, 300, 8)
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	if err := a.st.Copy(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	damageIndexPage(t, cp)
 	if _, err := store.CheckBackup(t.Context(), cp); err == nil {
 		t.Fatal("the full check passed a copy with a damaged page")
 	}
@@ -338,7 +382,7 @@ func TestRestoreSnapshot_damagedCopy(t *testing.T) {
 		t.Fatalf("upload of the damaged copy: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "orderd.db")
-	_, _, err = cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
+	_, _, err := cluster.RestoreSnapshot(t.Context(), a.nc, cluster.Config{Node: "r"}, path)
 	t.Logf("restore of a damaged copy: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "integrity") {
 		t.Fatalf("restore of a snapshot of a damaged copy: %v, want the integrity check's refusal", err)
@@ -372,7 +416,7 @@ func TestTakeSnapshot_paced(t *testing.T) {
 	addOrders(t, st, 1000, 8)
 	const perSec = 1 << 20
 	start := time.Now()
-	si, _, err := cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "snapshot"), "a", perSec)
+	si, _, err := cluster.TakeSnapshotOf(t.Context(), st, obj, filepath.Join(dir, "snapshot"), "a", perSec, false)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
