@@ -161,23 +161,7 @@ const dueOrdersQuery = `SELECT id, provider_id, merchant_order_id, type, status,
 // DueOrdersPlan returns SQLite's query plan for the due-orders query, one
 // line per step, for tests and benchmarks that check it uses its index.
 func (s *Store) DueOrdersPlan(ctx context.Context) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+dueOrdersQuery, 0, 0, 0, 0, 1)
-	if err != nil {
-		return nil, fmt.Errorf("due orders plan: %w", err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var (
-			id, parent, notused int
-			detail              string
-		)
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			return nil, fmt.Errorf("due orders plan: %w", err)
-		}
-		plan = append(plan, detail)
-	}
-	return plan, rows.Err()
+	return s.queryPlan(ctx, dueOrdersQuery, 0, 0, 0, 0, 1)
 }
 
 // DueOrders returns up to limit orders in new or processing whose
