@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderd/cluster"
+	"orderd/publish"
 	"orderd/store"
 )
 
@@ -117,18 +118,25 @@ func createObjectStore(tb testing.TB, js jetstream.JetStream, bucket string) jet
 // restore, the first chunked snapshot, the chunked snapshot after 1 % more
 // orders, its restore onto an empty disk, and the webhook latency during a
 // snapshot against the same load without one.
-func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapshotFigures {
-	ctx := tb.Context()
-	nc := startNATS(tb)
+// jetStreamOf connects to the cluster nc, closed when the test ends.
+func jetStreamOf(tb testing.TB, nc *publish.EmbeddedCluster) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
 	conn, err := nats.Connect(nc.ClientURL())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer conn.Close()
+	tb.Cleanup(conn.Close)
 	js, err := jetstream.New(conn)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return conn, js
+}
+
+func runSnapshotScenario(tb testing.TB, orders int, quiet time.Duration) snapshotFigures {
+	ctx := tb.Context()
+	nc := startNATS(tb)
+	conn, js := jetStreamOf(tb, nc)
 	obj := createObjectStore(tb, js, "ORDERD_SNAPSHOTS")
 	whole := createObjectStore(tb, js, "WHOLE_SNAPSHOTS")
 	dir := tb.TempDir()

@@ -397,15 +397,7 @@ func TestRestoreSnapshot_damagedCopy(t *testing.T) {
 // restores to the same database.
 func TestTakeSnapshot_paced(t *testing.T) {
 	nc := startNATS(t)
-	conn, err := nats.Connect(nc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	js, err := jetstream.New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, js := jetStreamOf(t, nc)
 	obj := createObjectStore(t, js, "ORDERD_SNAPSHOTS")
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "orderd.db"), store.Options{})
