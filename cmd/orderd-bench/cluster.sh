@@ -5,7 +5,9 @@
 # assume) and two "orderd run" instances with cluster.enabled, all on this
 # machine's loopback, then orderd-bench against both instances at once
 # (wrk spreading CLUSTER_CONNS connections over them) beside the
-# verify-only ceiling in interleaved rounds. Everything started is stopped
+# verify-only ceiling and raw JetStream publishes to a scratch stream with
+# the log's settings on the same cluster (CLUSTER_CONNS publishers, each
+# waiting for its PubAck, 1,200 bytes each), in interleaved rounds. Everything started is stopped
 # by its PID at the end; KEEP=1 keeps the directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +20,8 @@ N=${CLUSTER_N:-30000}
 # CLUSTER_PROFILE=DIR: one more round while taking the first instance's
 # CPU and allocation profiles into DIR.
 PROFILE=${CLUSTER_PROFILE:-}
+# CLUSTER_PROFILE_OF=2 profiles the second instance instead.
+PROFILE_OF=${CLUSTER_PROFILE_OF:-1}
 # SINGLE=1 (the default) measures single-node mode the same way afterwards
 # (orderd run with its embedded server, the same connections, its own
 # ceiling); BEFORE=REV also measures the single-node daemon built from
@@ -59,6 +63,7 @@ for _ in 1 2 3; do
 done
 route_list="\"nats://127.0.0.1:${cports[0]}\", \"nats://127.0.0.1:${cports[1]}\", \"nats://127.0.0.1:${cports[2]}\""
 nats_url=""
+npids=""
 for i in 0 1 2; do
 	n=$((i + 1))
 	mkdir -p "$dir/nats-$n"
@@ -79,6 +84,7 @@ cluster {
 CONF
 	"$dir/nats-server" -c "$dir/nats-$n/nats.conf" >"$dir/nats-$n/log" 2>&1 &
 	pids+=($!)
+	npids="${npids:+$npids,}$!"
 	nats_url="${nats_url:+$nats_url,}nats://127.0.0.1:${nports[$i]}"
 done
 
@@ -134,7 +140,8 @@ done
 echo "bench-cluster: 3 nats-server nodes (R3, sync_interval always) and 2 orderd instances ready"
 
 "$dir/orderd-bench" -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
-	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE"}
+	-raw-nats "$nats_url" -nats-pid "$npids" \
+	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE" -profile-of "$PROFILE_OF"}
 for a in ${admins//,/ }; do
 	echo "bench-cluster: $a/v1/cluster: $(curl -fsS "$a/v1/cluster")"
 done

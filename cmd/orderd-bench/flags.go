@@ -38,16 +38,22 @@ type options struct {
 	profileDir  string
 	profileTime time.Duration
 	profileN    int
+	profileOf   int
 	explain     string
 	extraYAML   string
 	reuse       bool
 	rate        int
 	rateTime    time.Duration
+
+	rawNATS     []string
+	rawReplicas int
+	rawSize     int
+	natsPIDs    []int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	var urls, admins, pids string
+	var urls, admins, pids, rawNATS, natsPIDs string
 	fs := flag.NewFlagSet("orderd-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "orderd `binary` to start (unless -url is given)")
@@ -69,11 +75,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "wrk's bound on one request (a longer one is a socket error)")
 	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, one more daemon round while taking CPU and allocation profiles into `directory` (needs admin.pprof, which a started orderd then has)")
 	fs.DurationVar(&o.profileTime, "profile-time", 6*time.Second, "length of the profile round's profiles")
+	fs.IntVar(&o.profileOf, "profile-of", 1, "with -url: the `instance` (1 for the first -admin URL) whose profiles -profile takes")
 	fs.IntVar(&o.profileN, "profile-n", 40000, "distinct webhooks signed for the profile round")
 	fs.StringVar(&o.extraYAML, "orderd-yaml", "", "`file` of YAML appended to the started orderd's configuration: sections it does not set (publish:, cluster:, ...)")
 	fs.IntVar(&o.rate, "rate", 1000, "after the rounds, one paced round at this many webhooks a second (a fixed schedule per wrk thread, open loop while a connection is free); 0 for none")
 	fs.DurationVar(&o.rateTime, "rate-d", 10*time.Second, "length of the paced round")
 	fs.BoolVar(&o.reuse, "reuse", false, "with -work and a started orderd: keep the key and the signed corpus in the work directory, and use them again in a later run of the same -rounds, -n, -t and -profile-n instead of signing anew (every run still starts orderd on a fresh database)")
+	fs.StringVar(&rawNATS, "raw-nats", "", "comma-separated NATS `URLs`: also measure raw JetStream publishes in interleaved rounds (-c publishers on a connection each, each waiting for its PubAck, to a scratch stream deleted afterwards) and report the ratio to them")
+	fs.IntVar(&o.rawReplicas, "raw-replicas", 3, "replicas of the raw rounds' scratch stream")
+	fs.IntVar(&o.rawSize, "raw-size", 1200, "`bytes` of each raw publish")
+	fs.StringVar(&natsPIDs, "nats-pid", "", "comma-separated `PIDs` of the NATS servers on this machine: report their CPU per webhook and per raw publish")
 	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -82,6 +93,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	o.urls = splitList(urls)
+	o.rawNATS = splitList(rawNATS)
+	for _, p := range splitList(natsPIDs) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return o, usagef("-nats-pid: %q is not a process id", p)
+		}
+		o.natsPIDs = append(o.natsPIDs, n)
+	}
 	o.admins = splitList(admins)
 	for _, p := range splitList(pids) {
 		n, err := strconv.Atoi(p)
@@ -107,6 +126,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
 	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
 		return o, usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+	case o.profileOf < 1 || (len(o.admins) > 0 && o.profileOf > len(o.admins)) || (len(o.urls) == 0 && o.profileOf != 1):
+		return o, usagef("-profile-of %d: want 1 to the number of -admin URLs", o.profileOf)
 	case o.conns < 1 || o.threads < 1:
 		return o, usagef("-c and -t must be at least 1")
 	case o.conns < o.threads:
@@ -125,6 +146,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("-profile-n must be between 1 and %d", maxPerRound)
 	case o.rate < 0 || o.rate > 100_000 || o.rateTime <= 0 || o.rateTime > maxRoundTime:
 		return o, usagef("-rate must be between 0 and 100000 and -rate-d positive and at most %s", maxRoundTime)
+	case o.rawReplicas < 1 || o.rawReplicas > 5 || o.rawSize < 1 || o.rawSize > 1<<20:
+		return o, usagef("-raw-replicas must be between 1 and 5 and -raw-size between 1 and 1048576")
 	case o.idle < 0 || o.drain < 0 || o.timeout <= 0:
 		return o, usagef("-idle and -drain must not be negative, -timeout must be positive")
 	}

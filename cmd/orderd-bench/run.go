@@ -31,10 +31,14 @@ type roundResult struct {
 	repeats      int64
 
 	// The daemon's side; negative when unknown.
-	cpuPer1k  float64 // CPU seconds per 1,000 answered webhooks, relay included
-	peakRSS   int64   // highest RSS seen in the round, bytes (per instance)
-	drained   time.Duration
-	unpublish int64 // accepted in the round and not published within -drain
+	cpuPer1k float64 // CPU seconds per 1,000 answered webhooks, relay included
+	// cpuEach is cpuPer1k of each instance (from -pid), natsCPUPer1k the
+	// NATS servers' (from -nats-pid); nil and 0 when unknown.
+	cpuEach      []float64
+	natsCPUPer1k float64
+	peakRSS      int64 // highest RSS seen in the round, bytes (per instance)
+	drained      time.Duration
+	unpublish    int64 // accepted in the round and not published within -drain
 	// From /metrics after the round (summed over instances): the Go
 	// heap in use, what the Go runtime holds from the system, and RSS.
 	heapInuse, goSys, rssAfter int64
@@ -232,6 +236,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		b.printRound(res)
 		results = append(results, res)
+		if len(o.rawNATS) > 0 {
+			res, err := b.rawRound(ctx, r+1)
+			if err != nil {
+				return err
+			}
+			b.printRound(res)
+			results = append(results, res)
+		}
 	}
 	if pacedSet.count > 0 {
 		res, err := b.pacedRound(ctx, pacedSet)
@@ -336,6 +348,11 @@ func (b *bench) daemonRound(ctx context.Context, label string, round int, set co
 
 func (b *bench) daemonRoundWith(ctx context.Context, label string, round int, wr wrkRun) (roundResult, error) {
 	before, merr := b.scrape(ctx)
+	pidsBefore := make([]time.Duration, len(b.pids))
+	for i, pid := range b.pids {
+		pidsBefore[i], _ = procCPU(pid)
+	}
+	natsBefore := procsCPU(b.o.natsPIDs)
 	samp := b.startSampler(ctx)
 	res, err := wr.run(ctx, b.jobs)
 	if err != nil {
@@ -369,6 +386,21 @@ func (b *bench) daemonRoundWith(ctx context.Context, label string, round int, wr
 			if ok := rr.answers - rr.non2xx; ok > 0 {
 				cpu := after.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")
 				rr.cpuPer1k = cpu / float64(ok) * 1000
+				// Until the relay published the round's events, as
+				// cpuPer1k: per instance and for the NATS servers.
+				if len(b.pids) > 1 {
+					for i, pid := range b.pids {
+						now, err := procCPU(pid)
+						if err != nil {
+							rr.cpuEach = nil
+							break
+						}
+						rr.cpuEach = append(rr.cpuEach, (now-pidsBefore[i]).Seconds()/float64(ok)*1000)
+					}
+				}
+				if cpu := procsCPU(b.o.natsPIDs) - natsBefore; cpu > 0 {
+					rr.natsCPUPer1k = cpu.Seconds() / float64(ok) * 1000
+				}
 			}
 		}
 	}
@@ -379,7 +411,7 @@ func (b *bench) daemonRoundWith(ctx context.Context, label string, round int, wr
 // profileRound is a daemon round during which the first receiver's CPU
 // and allocation profiles are taken, and its heap profile after.
 func (b *bench) profileRound(ctx context.Context, set corpusSet) (roundResult, error) {
-	admin := strings.TrimSuffix(b.admins[0], "/")
+	admin := strings.TrimSuffix(b.admins[b.o.profileOf-1], "/")
 	secs := int((b.o.profileTime + time.Second - 1) / time.Second)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -523,12 +555,18 @@ func (b *bench) printRound(r roundResult) {
 	}
 	line := fmt.Sprintf("%-16s %8.0f/s  p50 %6.2f ms  p99 %6.2f ms  non-2xx %d  socket errors %d  (%d answers in %.2fs",
 		name, r.rate, ms(r.p50), ms(r.p99), r.non2xx, r.socketErrors, r.answers, r.elapsed.Seconds())
-	if r.target != "ceiling" {
+	if r.target != "ceiling" && r.target != "raw" {
 		line += fmt.Sprintf(", %d repeats", r.repeats)
 	}
 	line += ")"
 	if r.cpuPer1k >= 0 {
 		line += fmt.Sprintf("  cpu %.3f s/1k", r.cpuPer1k)
+	}
+	for i, c := range r.cpuEach {
+		line += fmt.Sprintf(" (instance %d %.3f)", i+1, c)
+	}
+	if r.natsCPUPer1k > 0 {
+		line += fmt.Sprintf("  nats cpu %.3f s/1k", r.natsCPUPer1k)
 	}
 	if r.peakRSS >= 0 {
 		line += fmt.Sprintf("  rss peak %s", mib(r.peakRSS))
@@ -578,8 +616,27 @@ func (b *bench) summary(results []roundResult, hwm, idle int64) {
 		if t == "orderd" {
 			line += fmt.Sprintf(" cpu_s_per_1k=%s peak_rss_mib=%s idle_rss_mib=%s",
 				orDash(r.cpuPer1k, "%.3f"), mibNum(max(hwm, maxRSS(results))), mibNum(idle))
+			for i, c := range r.cpuEach {
+				line += fmt.Sprintf(" cpu_s_per_1k_instance%d=%.3f", i+1, c)
+			}
+			if r.natsCPUPer1k > 0 {
+				line += fmt.Sprintf(" nats_cpu_s_per_1k=%.3f", r.natsCPUPer1k)
+			}
 		}
 		fmt.Fprintln(b.out, line)
+	}
+	if r, ok := best["raw"]; ok {
+		line := fmt.Sprintf("result target=raw rate=%.0f p50_ms=%.2f p99_ms=%.2f failed=%d",
+			r.rate, ms(r.p50), ms(r.p99), totals["raw"][0])
+		if r.natsCPUPer1k > 0 {
+			line += fmt.Sprintf(" nats_cpu_s_per_1k=%.3f", r.natsCPUPer1k)
+		}
+		fmt.Fprintln(b.out, line)
+		if d, ok := best["orderd"]; ok && r.rate > 0 {
+			// The acceptance figure: acked webhooks against what the log's
+			// transport alone gives to as many waiting publishers.
+			fmt.Fprintf(b.out, "result raw_ratio=%.3f\n", d.rate/r.rate)
+		}
 	}
 	if p, ok := best["paced"]; ok {
 		fmt.Fprintf(b.out, "result target=paced rate=%.0f p50_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d cpu_s_per_1k=%s\n",
