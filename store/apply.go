@@ -781,6 +781,10 @@ func jsonOrNull(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
+// keptHeaders are the delivery headers kept as evidence, in the order
+// json.Marshal writes a map's keys: sorted.
+var keptHeaders = [...]string{"Content-Type", "Signature", "User-Agent", "X-Forwarded-For", "X-Real-Ip", "X-Request-Id"}
+
 // selectHeaders encodes the delivery headers worth keeping as evidence (the
 // signature that authenticated the body and what identifies the sender) as
 // a JSON object, or returns nil when there are none. The bytes are those
@@ -790,8 +794,6 @@ func selectHeaders(h http.Header) []byte {
 	if len(h) == 0 {
 		return nil
 	}
-	// In the order json.Marshal writes a map's keys: sorted.
-	keptHeaders := [...]string{"Content-Type", "Signature", "User-Agent", "X-Forwarded-For", "X-Real-Ip", "X-Request-Id"}
 	var values [len(keptHeaders)][]string
 	size := 0
 	for i, k := range keptHeaders {

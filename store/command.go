@@ -162,37 +162,70 @@ func ExecAs[T any](ctx context.Context, s Executor, cmd Command) (T, error) {
 	return t, nil
 }
 
-// logVersion is the first byte of an encoded log entry.
-const logVersion = 2
+// Versions of the log entry's framing, its first byte. Version 2 carries
+// every command as JSON; version 3, written now, says per op how its
+// command is coded: as JSON, or in the command's own binary form.
+// Both decode, so an entry keeps the meaning it was written with.
+const (
+	logVersionJSON   = 2
+	logVersionCodecs = 3
+)
+
+// Codecs of an op's command in a version 3 entry.
+const (
+	codecJSON   = 0
+	codecBinary = 1
+)
+
+// binaryCommand is a command with a compact binary form, for the commands
+// the log carries most (a webhook's observation): written and read without
+// JSON's reflection, escaping and base64, once per entry on the answering
+// instance and once per instance that applies it. decodeBinary must accept
+// exactly what appendBinary writes and give a command that applies alike.
+type binaryCommand interface {
+	Command
+	appendBinary(b []byte) ([]byte, error)
+	decodeBinary(b []byte) error
+}
 
 // EncodeOps encodes ops as one log entry: a version byte, then for each op
-// its time (Unix nanoseconds, varint), its kind and its command's JSON
-// (each length-prefixed). The framing is binary so that the commands'
-// JSON, which may carry a webhook body, is written and read once.
+// its time (Unix nanoseconds, varint), its kind (length-prefixed), its
+// command's codec (one byte) and the command so coded (length-prefixed).
 func EncodeOps(ops []Op) ([]byte, error) {
-	b := make([]byte, 1, 256*len(ops))
-	b[0] = logVersion
+	b := make([]byte, 1, 1600*len(ops))
+	b[0] = logVersionCodecs
+	var scratch []byte
 	for _, op := range ops {
-		cmd, err := json.Marshal(op.Cmd)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", op.Cmd.Kind(), err)
-		}
 		kind := op.Cmd.Kind()
 		b = binary.AppendVarint(b, op.At.UnixNano())
 		b = binary.AppendUvarint(b, uint64(len(kind)))
 		b = append(b, kind...)
+		var cmd []byte
+		var err error
+		if bc, ok := op.Cmd.(binaryCommand); ok {
+			b = append(b, codecBinary)
+			scratch, err = bc.appendBinary(scratch[:0])
+			cmd = scratch
+		} else {
+			b = append(b, codecJSON)
+			cmd, err = json.Marshal(op.Cmd)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", kind, err)
+		}
 		b = binary.AppendUvarint(b, uint64(len(cmd)))
 		b = append(b, cmd...)
 	}
 	return b, nil
 }
-
-// DecodeOps decodes a log entry. An unknown version or command kind is an
-// error: an instance must not skip what it cannot apply.
+// DecodeOps decodes a log entry of either version. An unknown version,
+// codec or command kind is an error: an instance must not skip what it
+// cannot apply.
 func DecodeOps(b []byte) ([]Op, error) {
-	if len(b) == 0 || b[0] != logVersion {
+	if len(b) == 0 || (b[0] != logVersionJSON && b[0] != logVersionCodecs) {
 		return nil, fmt.Errorf("log entry: unknown version %v", b[:min(1, len(b))])
 	}
+	version := b[0]
 	b = b[1:]
 	var ops []Op
 	field := func() ([]byte, error) {
@@ -216,6 +249,13 @@ func DecodeOps(b []byte) ([]Op, error) {
 		if err != nil {
 			return nil, err
 		}
+		codec := byte(codecJSON)
+		if version == logVersionCodecs {
+			if len(b) == 0 {
+				return nil, errors.New("log entry: truncated")
+			}
+			codec, b = b[0], b[1:]
+		}
 		raw, err := field()
 		if err != nil {
 			return nil, err
@@ -225,7 +265,19 @@ func DecodeOps(b []byte) ([]Op, error) {
 			return nil, fmt.Errorf("log entry: unknown command kind %q (a newer orderd wrote it?)", kind)
 		}
 		cmd := newCmd()
-		if err := json.Unmarshal(raw, cmd); err != nil {
+		switch codec {
+		case codecJSON:
+			err = json.Unmarshal(raw, cmd)
+		case codecBinary:
+			bc, ok := cmd.(binaryCommand)
+			if !ok {
+				return nil, fmt.Errorf("log entry: %s has no binary form (a newer orderd wrote it?)", kind)
+			}
+			err = bc.decodeBinary(raw)
+		default:
+			return nil, fmt.Errorf("log entry: %s: unknown codec %d (a newer orderd wrote it?)", kind, codec)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("log entry: %s: %w", kind, err)
 		}
 		ops = append(ops, Op{At: time.Unix(0, at).UTC(), Cmd: cmd})

@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -491,4 +494,59 @@ func TestCheckRestorable_newerSchema(t *testing.T) {
 	if _, err := store.CheckRestorable(t.Context(), path); !errors.Is(err, store.ErrSchemaNewer) || !strings.Contains(err.Error(), "0999_future.sql") {
 		t.Errorf("CheckRestorable of a newer schema: %v, want ErrSchemaNewer naming the migration", err)
 	}
+}
+
+// TestDecodeOps_versionTwoEntries: entries written before commands had a
+// binary form (version 2, every command as JSON) still decode and apply
+// to the same database as today's entries of the same ops.
+func TestDecodeOps_versionTwoEntries(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	log := newMemLog(s)
+	s.Replicate(log)
+	workload(t, s, 3, 300, 4)
+	log.close()
+	want, wantSeq, err := s.Digest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := make([][]byte, len(log.entries))
+	binaryOps := 0
+	for i, b := range log.entries {
+		if b[0] != 3 {
+			t.Fatalf("entry %d written with version %d, want 3", i+1, b[0])
+		}
+		binaryOps += bytes.Count(b, []byte("observe.2\x01"))
+		if old[i], err = versionTwo(b); err != nil {
+			t.Fatalf("entry %d: %v", i+1, err)
+		}
+	}
+	if binaryOps == 0 {
+		t.Fatal("no observation was written in its binary form")
+	}
+	if got, seq := replay(t, old, 5); got != want || seq != wantSeq {
+		t.Fatalf("version 2 entries replay to %s at seq %d, the writer has %s at %d", got, seq, want, wantSeq)
+	}
+}
+
+// versionTwo rewrites a log entry as the version 2 framing wrote it: a
+// version byte 2, then per op its time, its kind and its command's JSON.
+func versionTwo(entry []byte) ([]byte, error) {
+	ops, err := store.DecodeOps(entry)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte{2}
+	for _, op := range ops {
+		cmd, err := json.Marshal(op.Cmd)
+		if err != nil {
+			return nil, err
+		}
+		kind := op.Cmd.Kind()
+		b = binary.AppendVarint(b, op.At.UnixNano())
+		b = binary.AppendUvarint(b, uint64(len(kind)))
+		b = append(b, kind...)
+		b = binary.AppendUvarint(b, uint64(len(cmd)))
+		b = append(b, cmd...)
+	}
+	return b, nil
 }
