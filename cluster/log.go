@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -163,7 +165,7 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	msg.Header.Set(headerLogID, n.logID)
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
-	_, err = n.js.PublishMsg(actx, msg)
+	ack, err := n.js.PublishMsg(actx, msg)
 	cancel()
 	n.m.appendSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -182,6 +184,47 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	}
 	// Otherwise the applier finishes e when it applies the entry.
 	n.lastAppendOK.Store(time.Now().UnixNano())
+	// The entry is in the log at ack.Sequence. The applier may take it
+	// from here when it is the next to apply, instead of waiting for the
+	// log's consumer to bring it back: the same bytes, one hop sooner.
+	select {
+	case n.acked <- logMsg{seq: ack.Sequence, id: id, logID: n.logID, data: b, own: true}:
+	default:
+		// The applier is behind; the consumer brings the entry.
+	}
+}
+
+// logMsg is a log entry as the applier takes it: from the log's consumer,
+// or (own) this instance's entry handed over at its ack.
+type logMsg struct {
+	seq     uint64
+	pending uint64 // the log's entries after it (from the consumer only)
+	id      string // the message id
+	logID   string // the log its appender followed
+	data    []byte
+	own     bool
+}
+
+// nextMsg waits for the consumer's next entry.
+func nextMsg(it jetstream.MessagesContext) (logMsg, error) {
+	msg, err := it.Next()
+	if err != nil {
+		return logMsg{}, err
+	}
+	return consumerMsg(msg)
+}
+
+// consumerMsg is the entry msg of the log's consumer.
+func consumerMsg(msg jetstream.Msg) (logMsg, error) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return logMsg{}, err
+	}
+	h := msg.Headers()
+	return logMsg{
+		seq: meta.Sequence.Stream, pending: meta.NumPending,
+		id: h.Get(jetstream.MsgIDHeader), logID: h.Get(headerLogID), data: msg.Data(),
+	}, nil
 }
 
 // applyLoop follows the log from the last applied entry, applying each in
@@ -221,36 +264,39 @@ func (n *Node) follow(ctx context.Context) error {
 		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
 	}
 	// A reader hands messages over as they come; the applier takes all
-	// that are waiting and applies them in one transaction, so that
-	// applying keeps up with a burst as the appender's groups do.
+	// that are waiting, and this instance's entries acked meanwhile, and
+	// applies them in one transaction, so that applying keeps up with a
+	// burst as the appender's groups do.
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	msgs := make(chan jetstream.Msg, maxApplyBatch)
+	msgs := make(chan logMsg, maxApplyBatch)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(msgs)
 		for {
-			msg, err := it.Next()
+			m, err := nextMsg(it)
 			if err != nil {
 				readErr <- err
 				return
 			}
 			select {
-			case msgs <- msg:
+			case msgs <- m:
 			case <-fctx.Done():
 				return
 			}
 		}
 	}()
 	defer it.Stop()
-	batch := make([]jetstream.Msg, 0, maxApplyBatch)
+	batch := make([]logMsg, 0, maxApplyBatch)
 	for {
-		var first jetstream.Msg
+		var first logMsg
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				return <-readErr
 			}
+			first = m
+		case m := <-n.acked:
 			first = m
 		case <-ctx.Done():
 			return ctx.Err()
@@ -263,6 +309,8 @@ func (n *Node) follow(ctx context.Context) error {
 				if !ok {
 					break fill
 				}
+				batch = append(batch, m)
+			case m := <-n.acked:
 				batch = append(batch, m)
 			default:
 				break fill
@@ -296,29 +344,34 @@ func (n *Node) foreignEntry(ctx context.Context, seq uint64, id string) error {
 // maxApplyBatch bounds the log entries applied in one transaction.
 const maxApplyBatch = 128
 
-// applyMsgs applies consecutive log entries in one transaction, retrying
-// a failing database (a full disk, say) until it succeeds or the node
-// stops: entries are never skipped.
-func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
+// applyMsgs applies the entries of msgs that follow the last applied one
+// in one transaction, retrying a failing database (a full disk, say) until
+// it succeeds or the node stops: entries are never skipped. An entry
+// already applied is passed over, and so is an own entry that does not
+// follow yet (the consumer brings it in its turn); a consumer's entry
+// that does not follow means the log was trimmed past this database.
+func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
+	// The consumer's entries come in log order; own entries may come
+	// before those they follow.
+	slices.SortStableFunc(msgs, func(a, b logMsg) int { return cmp.Compare(a.seq, b.seq) })
 	applied := n.applied.Load()
 	entries := make([]store.LogEntry, 0, len(msgs))
 	ids := make([]string, 0, len(msgs))
-	var pending uint64
+	pending, fromConsumer := uint64(0), false
 	for _, msg := range msgs {
-		meta, err := msg.Metadata()
-		if err != nil {
-			return err
-		}
-		seq := meta.Sequence.Stream
+		seq := msg.seq
 		next := applied + 1 + uint64(len(entries))
 		switch {
 		case seq < next:
-			continue // delivered again after a consumer reset
+			continue // applied, or delivered again after a consumer reset
+		case seq != next && msg.own:
+			continue
 		case seq != next:
 			return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, next-1)
 		}
 		var ops []store.Op
-		if id := msg.Headers().Get(headerLogID); id != "" && id != n.logID {
+		var err error
+		if id := msg.logID; id != "" && id != n.logID {
 			// Appended by an instance that follows another log under
 			// this stream's name (the log was lost and seeded anew).
 			if err := n.foreignEntry(ctx, seq, id); err != nil {
@@ -326,12 +379,14 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			// A stale instance's entry: every instance of this log
 			// applies it as an entry without ops, so they stay alike.
-		} else if ops, err = store.DecodeOps(msg.Data()); err != nil {
+		} else if ops, err = store.DecodeOps(msg.data); err != nil {
 			return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
 		}
 		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops})
-		ids = append(ids, msg.Headers().Get(jetstream.MsgIDHeader))
-		pending = meta.NumPending
+		ids = append(ids, msg.id)
+		if !msg.own {
+			pending, fromConsumer = msg.pending, true
+		}
 	}
 	if len(entries) == 0 {
 		return nil
@@ -373,7 +428,9 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	n.mu.Unlock()
 	n.m.applied.Set(float64(last))
-	n.m.lag.Set(float64(pending))
+	if fromConsumer {
+		n.m.lag.Set(float64(pending))
+	}
 	for i, e := range waiting {
 		if e != nil {
 			e.finish(res[i], nil)

@@ -39,6 +39,8 @@ type Node struct {
 	boot  string        // this process's id in message ids
 	next  atomic.Uint64 // message id counter
 	calls chan *call
+	// acked hands this instance's entries to the applier at their ack.
+	acked chan logMsg
 
 	mu      sync.Mutex
 	waiters map[string]*entry // by message id, until applied
@@ -81,6 +83,7 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 		cfg: cfg, nc: nc, js: js, store: st,
 		boot:      nuid.Next(),
 		calls:     make(chan *call, 4096),
+		acked:     make(chan logMsg, 64),
 		waiters:   map[string]*entry{},
 		appliedCh: make(chan struct{}),
 		closed:    make(chan struct{}),

@@ -23,35 +23,9 @@ import (
 // error, and what it did not finish is still done when the node goes on.
 func TestNode_StopCountsNoFailure(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	srv, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(ctx, filepath.Join(dir, "orderd.db"), store.Options{RelaxedSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	var logged bytes.Buffer
-	reg := prometheus.NewRegistry()
-	n, err := New(ctx, nc, st, Config{Node: "a", Replicas: 1, Registerer: reg,
-		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, st, reg, logged := testNode(t)
 	stopped, stop := context.WithCancel(ctx)
 	stop()
-	write := func(key string) *call {
-		cmd := &store.OpenFindingCmd{FindingKind: "test", Key: key, Detail: []byte(`{"k":1}`)}
-		return &call{ops: []store.Op{{At: time.Now(), Cmd: cmd}}, done: make(chan struct{})}
-	}
 
 	// An append under way when the node stops: the caller is told the
 	// log is unavailable; the log is not.
@@ -76,11 +50,15 @@ func TestNode_StopCountsNoFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	jmsg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.applyMsgs(stopped, []jetstream.Msg{msg}); !errors.Is(err, context.Canceled) {
+	msg, err := consumerMsg(jmsg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.applyMsgs(stopped, []logMsg{msg}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("apply cut short by the stop: err = %v, want context.Canceled", err)
 	}
 	if got := counter(t, reg, "orderd_log_apply_errors_total"); got != 0 {
@@ -91,7 +69,7 @@ func TestNode_StopCountsNoFailure(t *testing.T) {
 	}
 
 	// Going on, the entry is applied and its caller answered.
-	if err := n.applyMsgs(ctx, []jetstream.Msg{msg}); err != nil {
+	if err := n.applyMsgs(ctx, []logMsg{msg}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -105,6 +83,44 @@ func TestNode_StopCountsNoFailure(t *testing.T) {
 	if seq, err := st.AppliedSeq(ctx); err != nil || seq != 1 {
 		t.Fatalf("applied seq = %d (%v), want 1", seq, err)
 	}
+}
+
+// testNode is a node on an embedded NATS server and a fresh store, with
+// neither its appender nor its applier running; its log lines go to
+// logged.
+func testNode(t *testing.T) (n *Node, st *store.Store, reg *prometheus.Registry, logged *bytes.Buffer) {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	srv, err := publish.StartEmbedded(publish.EmbeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err = store.Open(ctx, filepath.Join(dir, "orderd.db"), store.Options{RelaxedSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	logged = &bytes.Buffer{}
+	reg = prometheus.NewRegistry()
+	n, err = New(ctx, nc, st, Config{Node: "a", Replicas: 1, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, st, reg, logged
+}
+
+// write is a call of one write (a finding keyed key), for appendGroup.
+func write(key string) *call {
+	cmd := &store.OpenFindingCmd{FindingKind: "test", Key: key, Detail: []byte(`{"k":1}`)}
+	return &call{ops: []store.Op{{At: time.Now(), Cmd: cmd}}, done: make(chan struct{})}
 }
 
 // counter reads the counter name from reg.
