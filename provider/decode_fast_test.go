@@ -368,3 +368,31 @@ func FuzzLeafDecoders(f *testing.F) {
 		compareLeaves(t, data)
 	})
 }
+
+// UnmarshalOrder gives what json.Unmarshal into an Order gives, for every
+// body of the corpus and for orders as Order.MarshalJSON writes them.
+func TestUnmarshalOrder(t *testing.T) {
+	var bodies [][]byte
+	for _, c := range fastCorpus() {
+		bodies = append(bodies, []byte(c.body))
+		var o Order
+		if json.Unmarshal([]byte(c.body), &o) == nil {
+			b, err := json.Marshal(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies = append(bodies, b)
+		}
+	}
+	for _, b := range bodies {
+		var want Order
+		wantErr := json.Unmarshal(b, &want)
+		got, err := UnmarshalOrder(b)
+		switch {
+		case (err != nil) != (wantErr != nil):
+			t.Errorf("UnmarshalOrder(%s): err %v, json.Unmarshal: %v", b, err, wantErr)
+		case err == nil && !reflect.DeepEqual(*got, want):
+			t.Errorf("UnmarshalOrder(%s) =\n%#v\njson.Unmarshal gives\n%#v", b, *got, want)
+		}
+	}
+}

@@ -388,6 +388,22 @@ func fastMoney(data []byte, m *Money) error {
 	return nil
 }
 
+// UnmarshalOrder decodes an order exactly as json.Unmarshal into an Order
+// does (unknown fields kept in Extra, no field required, no check of the
+// keys' spelling), reading the usual order in one strict pass first, as
+// DecodeOrder does. It is for JSON this package wrote (Order.MarshalJSON),
+// read again many times: the replicated log's copy of an order.
+func UnmarshalOrder(data []byte) (*Order, error) {
+	var o Order
+	if decodeOrderFast(data, &o) {
+		return &o, nil
+	}
+	if err := decodeOrderSlow(data, &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
 // decodeOrderFast decodes data into o, which must be the zero Order, in one
 // strict pass and reports whether it could. When it reports true, o is
 // exactly what decodeOrderSlow would give and checkOrderKeys accepts data:

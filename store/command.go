@@ -218,6 +218,7 @@ func EncodeOps(ops []Op) ([]byte, error) {
 	}
 	return b, nil
 }
+
 // DecodeOps decodes a log entry of either version. An unknown version,
 // codec or command kind is an error: an instance must not skip what it
 // cannot apply.

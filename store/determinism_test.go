@@ -3,9 +3,9 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"encoding/json"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"

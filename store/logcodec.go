@@ -26,8 +26,9 @@ import (
 // Strings and bytes are length-prefixed (uvarint). The body goes as it
 // came (JSON wrote it in base64), and of the delivery's headers only those
 // the store keeps (selectHeaders reads no others). The order stays JSON,
-// written and read by the same provider.Order methods as in version 2
-// entries, so that it decodes to the same order.
+// written by the same provider.Order method as in version 2 entries and
+// read by provider.UnmarshalOrder, which gives what json.Unmarshal gives,
+// so that it decodes to the same order.
 
 func (c *observeCmd) appendBinary(b []byte) ([]byte, error) {
 	obs := c.Obs
@@ -98,8 +99,8 @@ func (c *observeCmd) decodeBinary(b []byte) error {
 	if r.flag() {
 		order := r.field()
 		if r.err == nil {
-			obs.Order = &provider.Order{}
-			if err := json.Unmarshal(order, obs.Order); err != nil {
+			var err error
+			if obs.Order, err = provider.UnmarshalOrder(order); err != nil {
 				return fmt.Errorf("order: %w", err)
 			}
 		}
