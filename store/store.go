@@ -287,7 +287,7 @@ func (s *Store) openWriter(ctx context.Context) error {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s.wdb = wdb
-	if err := migrate(ctx, wdb, s.now, s.log); err != nil {
+	if _, err := migrate(ctx, wdb, s.now, s.log); err != nil {
 		s.closeWriter()
 		return fmt.Errorf("migrate %s: %w", s.path, err)
 	}
