@@ -230,3 +230,28 @@ func TestOpen_createsPrivateFiles(t *testing.T) {
 		t.Errorf("the backup made into a file created first is not a database: %v", err)
 	}
 }
+
+// TestStore_ReadsAfterClose: a read that comes after Close (a relay or a
+// request finishing during a shutdown) gets an error, never a panic, and a
+// second Close is harmless.
+func TestStore_ReadsAfterClose(t *testing.T) {
+	s, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []int64{0, 5} {
+		if evs, err := s.PendingEvents(t.Context(), after, 10); err == nil {
+			t.Errorf("PendingEvents(%d) after Close = %v, nil; want an error", after, evs)
+		}
+	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err == nil {
+		t.Error("a query on DB() after Close succeeded; want an error")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
