@@ -122,8 +122,11 @@ bench-daemon: deps build
 ## bench-cluster: replicated mode under load on this machine — three
 ## nats-server nodes (R3, sync_interval always) and two orderd instances,
 ## driven together by orderd-bench with 32 connections beside the
-## verify-only ceiling (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS,
-## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N adjust it).
+## verify-only ceiling and raw R3 publishes on the same cluster (32
+## publishers, each waiting for its PubAck; the ratio to them is printed)
+## (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS, CLUSTER_ROUNDS,
+## CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE, CLUSTER_PROFILE_OF adjust
+## it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
 
