@@ -25,12 +25,24 @@
 // they must trust the key given with -key. With several URLs one wrk runs
 // per URL at the same time, sharing -c and -t. -admin gives their admin
 // listeners, from whose /metrics the CPU seconds, RSS and published events
-// are read; without -admin those columns stay empty.
+// are read; without -admin those columns stay empty. With -pid the CPU of
+// each instance is also read from /proc, and -nats-pid does the same for
+// the NATS servers.
+//
+// With -raw-nats it also measures what the NATS cluster gives without
+// orderd, in rounds interleaved with the daemon's: -c publishers, each on
+// its own connection, each publishing a -raw-size message to a scratch
+// stream (-raw-replicas, file storage, the replicated log's settings) and
+// waiting for its PubAck before the next; the stream is deleted after each
+// round. The summary then prints the ratio of acked webhooks to raw
+// publishes ("result raw_ratio"); a raw round's non-2xx are failed
+// publishes.
 //
 // Usage:
 //
 //	orderd-bench [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
 //	orderd-bench -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
+//	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N]
 //	orderd-bench -explain DIR
 //
 // Exit status: 0 after a run, 1 when the run failed (a process did not

@@ -36,6 +36,11 @@ func TestParseFlags_errors(t *testing.T) {
 		{[]string{"-n", "0"}, "-n must be between"},
 		{[]string{"-d", "0s"}, "-d must be positive"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"-nats-pid", "0"}, `-nats-pid: "0" is not a process id`},
+		{[]string{"-raw-replicas", "0"}, "-raw-replicas must be between 1 and 5"},
+		{[]string{"-raw-size", "0"}, "-raw-size between"},
+		{[]string{"-profile-of", "2"}, "-profile-of 2"},
+		{[]string{"-url", "http://a/w", "-key", "k", "-admin", "http://a:1", "-profile-of", "2"}, "-profile-of 2"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args, io.Discard)
@@ -49,6 +54,14 @@ func TestParseFlags_errors(t *testing.T) {
 	}
 	if len(o.urls) != 2 || o.urls[1] != "http://b/w" || len(o.admins) != 2 || len(o.pids) != 2 || o.pids[1] != 11 {
 		t.Errorf("lists = %q %q %v", o.urls, o.admins, o.pids)
+	}
+	o, err = parseFlags([]string{"-raw-nats", "nats://127.0.0.1:1, nats://127.0.0.1:2", "-nats-pid", "7,8,9"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.rawNATS) != 2 || o.rawNATS[1] != "nats://127.0.0.1:2" || len(o.natsPIDs) != 3 || o.natsPIDs[2] != 9 ||
+		o.rawReplicas != 3 || o.rawSize != 1200 {
+		t.Errorf("raw options = %q %v %d %d", o.rawNATS, o.natsPIDs, o.rawReplicas, o.rawSize)
 	}
 }
 
