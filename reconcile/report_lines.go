@@ -119,7 +119,12 @@ func (rp *report) lines(ctx context.Context, fn func(*Line) error) error {
 	for b := range full {
 		for i := 0; i < len(b.orders) && err == nil; i++ {
 			o := b.at(i)
-			if derr := dec.decodeWith(&fast, o.Raw); derr != nil {
+			if o.HasAmounts {
+				dec.fromColumns(o.Type, &o.Amounts)
+			} else if derr := dec.decodeWith(&fast, o.Raw); derr != nil {
+				if o.AmountsErr != nil {
+					derr = o.AmountsErr
+				}
 				// The write path stored it, so it decoded once; a report
 				// shows the order with what the columns say rather than
 				// fail.

@@ -94,13 +94,45 @@ type ReportOrder struct {
 	// OpenFindings lists the kinds of the findings open now whose key is
 	// the order's id or merchantOrderId, sorted, without repeats.
 	OpenFindings []string
-	// Raw is the order's current state as the provider wrote it.
+	// Amounts is what a report reads of the current state, from the
+	// order's columns, which the write path keeps with the state (see
+	// migration 0011); valid only when HasAmounts.
+	Amounts ReportAmounts
+	// HasAmounts says the order's columns hold its amounts. When false
+	// (a row the migration could not read, or columns that do not parse:
+	// AmountsErr says why) Raw holds the current state instead.
+	HasAmounts bool
+	AmountsErr error
+	// Raw is the order's current state as the provider wrote it; read
+	// only when the columns hold no amounts, nil otherwise.
 	Raw []byte
 	// Requested is the body of the gateway creation that created the
 	// order, when orderd knows the order only from the provider's creation
 	// answer (learned via gateway), which states no amount; nil otherwise.
 	// Like Raw it is only valid during the call.
 	Requested []byte
+}
+
+// ReportAmounts is the part of an order's current state a report reads.
+// The amounts are owned by the value (they stay valid after the call).
+type ReportAmounts struct {
+	MerchantSourceWallet *provider.Money
+	MerchantTargetWallet *provider.Money
+	// Authorized and OwnWallet are the authorized amount and the
+	// merchantWallet of the order's own transaction: the first whose type
+	// is the order's, else the first that is not a refund.
+	Authorized *provider.Money
+	OwnWallet  *provider.Money
+	// Refunds are the completed refund transactions that state an amount,
+	// in the state's order.
+	Refunds []RefundAmount
+}
+
+// RefundAmount is one completed refund transaction of an order.
+type RefundAmount struct {
+	Amount provider.Money
+	// CompletedAt is zero when the provider gave none.
+	CompletedAt time.Time
 }
 
 // reportOrdersQuery selects the orders of [from, to) in one pass over the
@@ -118,7 +150,10 @@ type ReportOrder struct {
 // and by its merchantOrderId (findings about creations and quarantined
 // bodies are keyed by the latter). The creation request is looked up only
 // for orders whose current state is the gateway's creation answer, a few
-// through the attempts' merchantOrderId index.
+// through the attempts' merchantOrderId index. The amounts come from the
+// order's own columns; the current state's JSON (in a history row that
+// carries the webhook's body) is read only for an order whose columns were
+// never filled.
 const reportOrdersQuery = `
 WITH open_findings AS MATERIALIZED (
 	SELECT subject_key, group_concat(kind, ' ') AS kinds
@@ -144,15 +179,19 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 			 ORDER BY h.id DESC LIMIT 1)
 	END AS period_state,
 	coalesce(fp.kinds, '') AS findings_by_id, coalesce(fm.kinds, '') AS findings_by_mid,
-	coalesce(hs.raw, d.raw) AS raw,
+	o.source_amount, o.source_currency, o.target_amount, o.target_currency,
+	o.authorized_amount, o.authorized_currency, o.own_wallet_amount, o.own_wallet_currency, o.refunds,
+	CASE WHEN o.refunds IS NULL THEN
+		(SELECT coalesce(hs.raw, d.raw) FROM order_history hs
+		 LEFT JOIN deliveries d ON d.id = hs.delivery_id
+		 WHERE hs.id = o.state_id)
+	END AS raw,
 	CASE WHEN o.learned_via = 'gateway' THEN
 		(SELECT a.request FROM attempts a
 		 WHERE a.merchant_order_id = o.merchant_order_id AND a.kind IN ('payin', 'payout') AND a.state = 'created'
 		 ORDER BY a.id DESC LIMIT 1)
 	END AS requested
 FROM orders o
-LEFT JOIN order_history hs ON hs.id = o.state_id
-LEFT JOIN deliveries d ON d.id = hs.delivery_id
 LEFT JOIN open_findings fp ON fp.subject_key = o.provider_id
 LEFT JOIN open_findings fm ON fm.subject_key = o.merchant_order_id
 WHERE (o.completed_at >= :from AND o.completed_at < :to)
@@ -181,13 +220,25 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		periodState          sql.NullString
 		byID, byMID          string
 		raw, requested       sql.RawBytes
+		cols                 [9]sql.RawBytes
+		colPtrs              [9]any
+		words                = map[string]string{}
 		findingKinds         []string
 		status, typ, members string
 	)
+	for i := range cols {
+		colPtrs[i] = &cols[i]
+	}
+	dest := append(append([]any{&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
+		&completed, &learned, &periodState, &byID, &byMID}, colPtrs[:]...), &raw, &requested)
 	for rows.Next() {
-		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
-			&completed, &learned, &periodState, &byID, &byMID, &raw, &requested); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("report orders: %w", err)
+		}
+		o.HasAmounts, o.AmountsErr = false, nil
+		if cols[8] != nil {
+			o.AmountsErr = o.Amounts.parse(&cols, words)
+			o.HasAmounts = o.AmountsErr == nil
 		}
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
 		o.CreatedAt = unixMilliUTC(created)
@@ -225,6 +276,69 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		return fmt.Errorf("report orders: %w", err)
 	}
 	return nil
+}
+
+// parse fills a from the order's amount columns, in the query's order:
+// the source and target wallets, the own transaction's authorized amount
+// and merchant wallet (each an amount and a currency), and the refunds.
+// words keeps one string per currency.
+func (a *ReportAmounts) parse(cols *[9]sql.RawBytes, words map[string]string) error {
+	*a = ReportAmounts{}
+	var err error
+	money := func(amount, currency []byte) *provider.Money {
+		if amount == nil || err != nil {
+			return nil
+		}
+		var d decimal.Decimal
+		if d, err = provider.ParseAmount(string(amount)); err != nil {
+			return nil
+		}
+		return &provider.Money{Amount: d, Currency: word(words, currency)}
+	}
+	a.MerchantSourceWallet = money(cols[0], cols[1])
+	a.MerchantTargetWallet = money(cols[2], cols[3])
+	a.Authorized = money(cols[4], cols[5])
+	a.OwnWallet = money(cols[6], cols[7])
+	if err != nil {
+		return fmt.Errorf("amount columns: %w", err)
+	}
+	if len(cols[8]) == 0 {
+		return nil
+	}
+	// Rare (an order with a completed refund): the general decoder.
+	var refunds [][3]string
+	if err := json.Unmarshal(cols[8], &refunds); err != nil {
+		return fmt.Errorf("refunds column: %w", err)
+	}
+	a.Refunds = make([]RefundAmount, len(refunds))
+	for i, r := range refunds {
+		m, err := provider.NewMoney(r[0], r[1])
+		if err != nil {
+			return fmt.Errorf("refunds column: %w", err)
+		}
+		a.Refunds[i].Amount = m
+		if r[2] != "" {
+			t, err := provider.ParseTime(r[2])
+			if err != nil {
+				return fmt.Errorf("refunds column: %w", err)
+			}
+			a.Refunds[i].CompletedAt = t.Time
+		}
+	}
+	return nil
+}
+
+// word returns b lowercased (as provider.NewMoney writes a currency) as a
+// string, one per distinct value while words is small.
+func word(words map[string]string, b []byte) string {
+	if w, ok := words[string(b)]; ok {
+		return w
+	}
+	w := strings.ToLower(string(b))
+	if len(words) < 256 {
+		words[string(b)] = w
+	}
+	return w
 }
 
 // appendKinds merges the space-separated sorted kinds of s into the

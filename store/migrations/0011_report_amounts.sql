@@ -1,0 +1,60 @@
+-- 0011: the amounts a report reads, kept on the order.
+--
+-- A report line needs, of an order's current state, only its merchant
+-- wallets (source_amount … target_currency, kept since 0001), what its
+-- own transaction authorized and what that transaction's merchant wallet
+-- says, and its completed refunds. Reading them out of each order's stored
+-- JSON made a month's report cost twice a scan of its orders: the history
+-- row that holds the JSON carries the webhook's body, and the JSON had to
+-- be read through. The write path now keeps them as columns with the state
+-- (store.Tx.apply, from the observation's decoded order, so every instance
+-- of replicated mode, which applies the same log through the same code,
+-- writes the same values), and a report reads the order's row alone.
+--
+-- The order's own transaction is the first of its transactions whose type
+-- is the order's, else the first that is not a refund (as the ledger reads
+-- it). authorized_* is that transaction's authorized amount, own_wallet_*
+-- its merchantWallet; the amounts are the provider's decimal text, NULL
+-- when the state states none. refunds lists the completed refund
+-- transactions with an amount, in the state's order, as a JSON array of
+-- [amount, currency, completedAt] ("" when the provider gave no
+-- completedAt); '' when there are none. refunds NULL means the columns were
+-- never filled (a state this migration could not read): a report then reads
+-- the state's JSON, as before.
+ALTER TABLE orders ADD COLUMN authorized_amount TEXT;
+ALTER TABLE orders ADD COLUMN authorized_currency TEXT;
+ALTER TABLE orders ADD COLUMN own_wallet_amount TEXT;
+ALTER TABLE orders ADD COLUMN own_wallet_currency TEXT;
+ALTER TABLE orders ADD COLUMN refunds TEXT;
+
+-- The orders written before, from their current state, in one pass
+-- (measured in BENCHMARKS.md, "A long life"). A state that is not JSON, or
+-- whose transactions are not a list, is left unfilled.
+UPDATE orders SET
+    authorized_amount   = json_extract(s.own, '$.authorized.amount'),
+    authorized_currency = coalesce(json_extract(s.own, '$.authorized.currency'), ''),
+    own_wallet_amount   = json_extract(s.own, '$.merchantWallet.amount'),
+    own_wallet_currency = coalesce(json_extract(s.own, '$.merchantWallet.currency'), ''),
+    refunds             = s.refunds
+FROM (
+    SELECT st.id,
+        (SELECT t.value FROM json_each(st.raw, '$.transactions') t
+          WHERE json_extract(t.value, '$.type') IS st.type OR json_extract(t.value, '$.type') IS NOT 'refund'
+          ORDER BY json_extract(t.value, '$.type') IS st.type DESC, t.key
+          LIMIT 1) AS own,
+        (SELECT CASE WHEN count(*) = 0 THEN '' ELSE json_group_array(json_array(
+                    json_extract(t.value, '$.amount.amount'),
+                    coalesce(json_extract(t.value, '$.amount.currency'), ''),
+                    coalesce(json_extract(t.value, '$.completedAt'), ''))) END
+           FROM json_each(st.raw, '$.transactions') t
+          WHERE json_extract(t.value, '$.type') = 'refund' AND json_extract(t.value, '$.status') = 'completed'
+            AND json_extract(t.value, '$.amount.amount') IS NOT NULL) AS refunds
+    FROM (
+        SELECT o.id, o.type, coalesce(h.raw, d.raw) AS raw
+        FROM orders o
+        JOIN order_history h ON h.id = o.state_id
+        LEFT JOIN deliveries d ON d.id = h.delivery_id
+    ) st
+    WHERE json_valid(st.raw) AND coalesce(json_type(st.raw, '$.transactions'), 'null') IN ('array', 'null')
+) s
+WHERE orders.id = s.id;
