@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -94,17 +95,17 @@ type ReportOrder struct {
 	// OpenFindings lists the kinds of the findings open now whose key is
 	// the order's id or merchantOrderId, sorted, without repeats.
 	OpenFindings []string
-	// Amounts is what a report reads of the current state, from the
-	// order's columns, which the write path keeps with the state (see
-	// migration 0011); valid only when HasAmounts.
-	Amounts ReportAmounts
-	// HasAmounts says the order's columns hold its amounts. When false
-	// (a row the migration could not read, or columns that do not parse:
-	// AmountsErr says why) Raw holds the current state instead.
-	HasAmounts bool
-	AmountsErr error
-	// Raw is the order's current state as the provider wrote it; read
-	// only when the columns hold no amounts, nil otherwise.
+	// AmountColumns holds what a report reads of the current state: the
+	// order's amount columns, which the write path keeps with the state
+	// (see migration 0011), as one text that ReportAmountReader parses.
+	// It is nil when the columns were never filled (a state migration
+	// 0011 could not read), and then Raw holds the state instead. Like
+	// Raw it is only valid during the call. (The caller parses it, so
+	// that a report can do so in another goroutine than the one reading
+	// the rows.)
+	AmountColumns []byte
+	// Raw is the order's current state as the provider wrote it, read
+	// only when AmountColumns is nil; nil otherwise.
 	Raw []byte
 	// Requested is the body of the gateway creation that created the
 	// order, when orderd knows the order only from the provider's creation
@@ -153,7 +154,12 @@ type RefundAmount struct {
 // through the attempts' merchantOrderId index. The amounts come from the
 // order's own columns; the current state's JSON (in a history row that
 // carries the webhook's body) is read only for an order whose columns were
-// never filled.
+// never filled. The amount columns are read as one text (and the finding
+// kinds too): each column costs the driver a few calls per row, which
+// over a month of orders cost more than joining them here. The amounts
+// are plain decimals and the currencies three lowercase letters (the
+// write path refuses others), so the separators cannot occur in them;
+// the refunds' JSON, last, escapes them.
 const reportOrdersQuery = `
 WITH open_findings AS MATERIALIZED (
 	SELECT subject_key, group_concat(kind, ' ') AS kinds
@@ -178,9 +184,14 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 			   AND h.status NOT IN ('completed', 'rejected')
 			 ORDER BY h.id DESC LIMIT 1)
 	END AS period_state,
-	coalesce(fp.kinds, '') AS findings_by_id, coalesce(fm.kinds, '') AS findings_by_mid,
-	o.source_amount, o.source_currency, o.target_amount, o.target_currency,
-	o.authorized_amount, o.authorized_currency, o.own_wallet_amount, o.own_wallet_currency, o.refunds,
+	coalesce(fp.kinds, '') || ' ' || coalesce(fm.kinds, '') AS findings,
+	CASE WHEN o.refunds IS NOT NULL THEN
+		coalesce(o.source_amount || char(31) || coalesce(o.source_currency, ''), '') || char(30) ||
+		coalesce(o.target_amount || char(31) || coalesce(o.target_currency, ''), '') || char(30) ||
+		coalesce(o.authorized_amount || char(31) || coalesce(o.authorized_currency, ''), '') || char(30) ||
+		coalesce(o.own_wallet_amount || char(31) || coalesce(o.own_wallet_currency, ''), '') || char(30) ||
+		o.refunds
+	END AS amounts,
 	CASE WHEN o.refunds IS NULL THEN
 		(SELECT coalesce(hs.raw, d.raw) FROM order_history hs
 		 LEFT JOIN deliveries d ON d.id = hs.delivery_id
@@ -218,28 +229,18 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		completed            sql.NullInt64
 		current, learned     string
 		periodState          sql.NullString
-		byID, byMID          string
+		kinds                string
+		amounts              sql.RawBytes
 		raw, requested       sql.RawBytes
-		cols                 [9]sql.RawBytes
-		colPtrs              [9]any
-		words                = map[string]string{}
 		findingKinds         []string
 		status, typ, members string
 	)
-	for i := range cols {
-		colPtrs[i] = &cols[i]
-	}
-	dest := append(append([]any{&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
-		&completed, &learned, &periodState, &byID, &byMID}, colPtrs[:]...), &raw, &requested)
 	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
+			&completed, &learned, &periodState, &kinds, &amounts, &raw, &requested); err != nil {
 			return fmt.Errorf("report orders: %w", err)
 		}
-		o.HasAmounts, o.AmountsErr = false, nil
-		if cols[8] != nil {
-			o.AmountsErr = o.Amounts.parse(&cols, words)
-			o.HasAmounts = o.AmountsErr == nil
-		}
+
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
 		o.CreatedAt = unixMilliUTC(created)
 		o.CompletedAt = time.Time{}
@@ -264,10 +265,9 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		}
 		o.Status = provider.Status(status)
 		findingKinds = findingKinds[:0]
-		findingKinds = appendKinds(findingKinds, byID)
-		findingKinds = appendKinds(findingKinds, byMID)
+		findingKinds = appendKinds(findingKinds, kinds)
 		o.OpenFindings = findingKinds
-		o.Raw, o.Requested = raw, requested
+		o.AmountColumns, o.Raw, o.Requested = amounts, raw, requested
 		if err := fn(&o); err != nil {
 			return err
 		}
@@ -278,36 +278,47 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 	return nil
 }
 
-// parse fills a from the order's amount columns, in the query's order:
-// the source and target wallets, the own transaction's authorized amount
-// and merchant wallet (each an amount and a currency), and the refunds.
-// words keeps one string per currency.
-func (a *ReportAmounts) parse(cols *[9]sql.RawBytes, words map[string]string) error {
+// ReportAmountReader reads ReportOrder.AmountColumns. It keeps one string
+// per currency, so use one per goroutine.
+type ReportAmountReader struct {
+	words map[string]string
+}
+
+// Read fills a from an order's amount columns as the report's query joins
+// them: the source and target wallets, the own transaction's authorized
+// amount and merchant wallet (each "amount\x1fcurrency", or empty for
+// none), and the refunds, separated by \x1e.
+func (r *ReportAmountReader) Read(b []byte, a *ReportAmounts) error {
 	*a = ReportAmounts{}
-	var err error
-	money := func(amount, currency []byte) *provider.Money {
-		if amount == nil || err != nil {
-			return nil
-		}
-		var d decimal.Decimal
-		if d, err = provider.ParseAmount(string(amount)); err != nil {
-			return nil
-		}
-		return &provider.Money{Amount: d, Currency: word(words, currency)}
+	if r.words == nil {
+		r.words = map[string]string{}
 	}
-	a.MerchantSourceWallet = money(cols[0], cols[1])
-	a.MerchantTargetWallet = money(cols[2], cols[3])
-	a.Authorized = money(cols[4], cols[5])
-	a.OwnWallet = money(cols[6], cols[7])
-	if err != nil {
-		return fmt.Errorf("amount columns: %w", err)
+	words := r.words
+	var fields [5][]byte
+	for i := range 4 {
+		var ok bool
+		if fields[i], b, ok = bytes.Cut(b, []byte{0x1e}); !ok {
+			return errors.New("amount columns: not five fields")
+		}
 	}
-	if len(cols[8]) == 0 {
+	fields[4] = b
+	for i, dst := range []**provider.Money{&a.MerchantSourceWallet, &a.MerchantTargetWallet, &a.Authorized, &a.OwnWallet} {
+		if len(fields[i]) == 0 {
+			continue
+		}
+		amount, currency, _ := bytes.Cut(fields[i], []byte{0x1f})
+		d, err := parseAmount(amount)
+		if err != nil {
+			return fmt.Errorf("amount columns: %w", err)
+		}
+		*dst = &provider.Money{Amount: d, Currency: word(words, currency)}
+	}
+	if len(fields[4]) == 0 {
 		return nil
 	}
 	// Rare (an order with a completed refund): the general decoder.
 	var refunds [][3]string
-	if err := json.Unmarshal(cols[8], &refunds); err != nil {
+	if err := json.Unmarshal(fields[4], &refunds); err != nil {
 		return fmt.Errorf("refunds column: %w", err)
 	}
 	a.Refunds = make([]RefundAmount, len(refunds))
@@ -326,6 +337,37 @@ func (a *ReportAmounts) parse(cols *[9]sql.RawBytes, words map[string]string) er
 		}
 	}
 	return nil
+}
+
+// parseAmount is provider.ParseAmount for an amount's bytes. The usual
+// amount (digits, a point and digits, 18 digits at most) is read here as
+// an integer and a scale, the same decimal ParseAmount gives; any other
+// goes to ParseAmount.
+func parseAmount(b []byte) (decimal.Decimal, error) {
+	var (
+		v      int64
+		digits int
+		scale  int32
+		dot    bool
+	)
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v*10 + int64(c-'0')
+			digits++
+			if dot {
+				scale++
+			}
+		case c == '.' && !dot && i > 0 && i < len(b)-1:
+			dot = true
+		default:
+			return provider.ParseAmount(string(b))
+		}
+	}
+	if digits == 0 || digits > 18 {
+		return provider.ParseAmount(string(b))
+	}
+	return decimal.New(v, -scale), nil
 }
 
 // word returns b lowercased (as provider.NewMoney writes a currency) as a
