@@ -97,6 +97,8 @@ func TestReporter_Write_amountColumns(t *testing.T) {
 	for _, c := range []string{"authorized_amount", "authorized_currency", "own_wallet_amount", "own_wallet_currency", "refunds"} {
 		exec(`ALTER TABLE orders DROP COLUMN ` + c)
 	}
+	exec(`DROP INDEX orders_odd_status`)
+	exec(`DROP INDEX orders_odd_type`)
 	exec(`DELETE FROM schema_migrations WHERE version = 11`)
 	if err := store.Migrate(t.Context(), e.st.Path()); err != nil {
 		t.Fatal(err)
