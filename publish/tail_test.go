@@ -11,26 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"orderd/internal/syncbuf"
 	"orderd/publish"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestTail(t *testing.T) {
 	js := startStream(t)
@@ -70,12 +53,12 @@ func TestTail(t *testing.T) {
 			},
 		},
 	}
-	var outs []*syncBuffer
+	var outs []*syncbuf.Buffer
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(t.Context())
 	errs := make([]error, len(tests))
 	for i, tt := range tests {
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		outs = append(outs, out)
 		wg.Go(func() { errs[i] = publish.Tail(ctx, js, "ORDERD", tt.subject, out, tt.opts...) })
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto"
 	"database/sql"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
+	"orderd/internal/syncbuf"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/receiver"
@@ -74,13 +74,13 @@ type fixture struct {
 	store   *store.Store
 	handler *receiver.Handler
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *syncbuf.Buffer
 }
 
 func newFixture(t *testing.T, cfg receiver.Config) *fixture {
 	t.Helper()
 	key, _ := testKeys(t)
-	f := &fixture{t: t, key: key, dbPath: filepath.Join(t.TempDir(), "orderd.db"), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	f := &fixture{t: t, key: key, dbPath: filepath.Join(t.TempDir(), "orderd.db"), reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}}
 	f.store = openStore(t, f.dbPath)
 	m, err := receiver.NewMetrics(f.reg)
 	if err != nil {
@@ -205,25 +205,6 @@ func wantReply(t *testing.T, rec *httptest.ResponseRecorder, code int, status st
 		t.Fatalf("Content-Type = %q", ct)
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
 
 func prefixes(t testing.TB, ss ...string) []netip.Prefix {
 	t.Helper()

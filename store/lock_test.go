@@ -46,7 +46,7 @@ func TestLock_symlinks(t *testing.T) {
 	// The database does not exist yet (a first start), then it does.
 	for _, exists := range []bool{false, true} {
 		if exists {
-			if err := store.Migrate(t.Context(), filepath.Join(dir, "alias.db")); err != nil {
+			if _, err := store.Migrate(t.Context(), filepath.Join(dir, "alias.db")); err != nil {
 				t.Fatal(err)
 			}
 			// SQLite followed the link: the database is the realPath file.

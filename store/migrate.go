@@ -65,21 +65,30 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
+// Applied is one migration Migrate applied, and how long it took: an
+// operator upgrading a large database sees which step took the time.
+type Applied struct {
+	Version int
+	Name    string
+	Took    time.Duration
+}
+
 // Migrate applies the pending schema migrations to the database at path,
-// creating the file if needed, and returns. It is what `orderd migrate`
-// runs; Open does the same on start. Like Open, it refuses a database from
-// a newer orderd (ErrSchemaNewer) or another application's (ErrNotOrderd)
+// creating the file if needed, and returns those it applied, in order
+// (none when the schema was up to date). It is what `orderd migrate` runs;
+// Open does the same on start. Like Open, it refuses a database from a
+// newer orderd (ErrSchemaNewer) or another application's (ErrNotOrderd)
 // and leaves it untouched.
-func Migrate(ctx context.Context, path string) error {
+func Migrate(ctx context.Context, path string) ([]Applied, error) {
 	if err := createPrivate(path); err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if err := checkSchema(ctx, path); err != nil {
-		return err
+		return nil, err
 	}
 	db, err := sql.Open("sqlite", writerDSN(path, false))
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
@@ -155,28 +164,33 @@ func checkSchema(ctx context.Context, path string) error {
 // migrate applies every embedded migration not yet recorded. Each runs in
 // an immediate transaction that re-checks schema_migrations, so two
 // processes migrating the same file at once apply each step exactly once.
-func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) error {
+// It returns the migrations it applied.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) ([]Applied, error) {
 	ms, err := loadMigrations()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
 	)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
+	var done []Applied
 	for _, m := range ms {
+		start := time.Now()
 		applied, err := applyMigration(ctx, db, m, now)
 		if err != nil {
-			return err
+			return done, err
 		}
 		if applied {
-			log.Info("applied migration", "version", m.version, "name", m.name)
+			took := time.Since(start)
+			log.Info("applied migration", "version", m.version, "name", m.name, "took", took)
+			done = append(done, Applied{Version: m.version, Name: m.name, Took: took})
 		}
 	}
-	return nil
+	return done, nil
 }
 
 func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() time.Time) (applied bool, err error) {

@@ -30,14 +30,14 @@ func TestMigrate_newerSchema(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "orderd.db")
-			if err := store.Migrate(t.Context(), path); err != nil {
+			if _, err := store.Migrate(t.Context(), path); err != nil {
 				t.Fatal(err)
 			}
 			execSQL(t, path, tt.change)
 			before := schemaRecord(t, path)
 
 			want := append([]string{path, "schema is newer than this orderd", "run a newer orderd"}, tt.want...)
-			err := store.Migrate(t.Context(), path)
+			_, err := store.Migrate(t.Context(), path)
 			checkErr(t, "migrate", err, want)
 			s, err := store.Open(t.Context(), path, store.Options{})
 			if err == nil {
@@ -69,7 +69,8 @@ func TestMigrate_notOrderd(t *testing.T) {
 		execSQL(t, path, `CREATE TABLE foo (id INTEGER PRIMARY KEY); INSERT INTO foo VALUES (1)`)
 
 		want := []string{path, "not an orderd database (it has tables but no schema record)"}
-		checkErr(t, "migrate", store.Migrate(t.Context(), path), want)
+		_, err := store.Migrate(t.Context(), path)
+		checkErr(t, "migrate", err, want)
 		s, err := store.Open(t.Context(), path, store.Options{})
 		if err == nil {
 			s.Close(t.Context())
@@ -91,7 +92,7 @@ func TestMigrate_notOrderd(t *testing.T) {
 			if tt.create {
 				writeEmpty(t, path)
 			}
-			if err := store.Migrate(t.Context(), path); err != nil {
+			if _, err := store.Migrate(t.Context(), path); err != nil {
 				t.Fatal(err)
 			}
 			s, _ := openStoreAt(t, path, store.Options{})

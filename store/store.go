@@ -293,7 +293,7 @@ func (s *Store) openWriter(ctx context.Context) error {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s.wdb = wdb
-	if err := migrate(ctx, wdb, s.now, s.log); err != nil {
+	if _, err := migrate(ctx, wdb, s.now, s.log); err != nil {
 		s.closeWriter()
 		return fmt.Errorf("migrate %s: %w", s.path, err)
 	}
@@ -356,14 +356,16 @@ func (s *Store) Close(ctx context.Context) error {
 			return fmt.Errorf("close store: waiting for writer: %w", ctx.Err())
 		}
 	}
+	// The read side stays in place, closed: a reader that comes late (a
+	// relay, a request finishing during a shutdown) gets "closed" errors
+	// from database/sql instead of a nil statement, and both Closes are
+	// idempotent.
 	var errs []error
 	if s.pending != nil {
 		errs = append(errs, s.pending.Close())
-		s.pending = nil
 	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
-		s.rdb = nil
 	}
 	errs = append(errs, s.closeWriter())
 	if err := errors.Join(errs...); err != nil {

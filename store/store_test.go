@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,17 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("migration files: %v %v", files, err)
 	}
 	path := filepath.Join(t.TempDir(), "orderd.db")
-	if err := store.Migrate(t.Context(), path); err != nil {
+	applied, err := store.Migrate(t.Context(), path)
+	if err != nil {
 		t.Fatalf("first migrate: %v", err)
+	}
+	if len(applied) != len(files) {
+		t.Errorf("first migrate applied %d migrations, want %d: %+v", len(applied), len(files), applied)
+	}
+	for i, a := range applied {
+		if a.Version != i+1 || !strings.HasPrefix(a.Name, fmt.Sprintf("%04d_", i+1)) {
+			t.Errorf("applied[%d] = %+v, want version %d in order", i, a, i+1)
+		}
 	}
 	s, err := store.Open(t.Context(), path, store.Options{ReadOnly: true})
 	if err != nil {
@@ -32,8 +42,8 @@ func TestMigrate(t *testing.T) {
 	s.Close(t.Context())
 
 	// Again, through Migrate and through Open: nothing is applied twice.
-	if err := store.Migrate(t.Context(), path); err != nil {
-		t.Fatalf("second migrate: %v", err)
+	if again, err := store.Migrate(t.Context(), path); err != nil || len(again) != 0 {
+		t.Fatalf("second migrate: applied %+v, %v; want nothing", again, err)
 	}
 	s, _ = openStoreAt(t, path, store.Options{})
 	rows, err := s.DB().Query(`SELECT version, name, applied_at FROM schema_migrations ORDER BY version`)
@@ -204,7 +214,7 @@ func TestOpen_createsPrivateFiles(t *testing.T) {
 
 	// Migrate alone and a backup create theirs private too.
 	migrated := filepath.Join(t.TempDir(), "migrated.db")
-	if err := store.Migrate(t.Context(), migrated); err != nil {
+	if _, err := store.Migrate(t.Context(), migrated); err != nil {
 		t.Fatal(err)
 	}
 	backup := filepath.Join(t.TempDir(), "backup.db")
@@ -218,5 +228,30 @@ func TestOpen_createsPrivateFiles(t *testing.T) {
 	}
 	if _, err := store.CheckBackup(t.Context(), backup); err != nil {
 		t.Errorf("the backup made into a file created first is not a database: %v", err)
+	}
+}
+
+// TestStore_ReadsAfterClose: a read that comes after Close (a relay or a
+// request finishing during a shutdown) gets an error, never a panic, and a
+// second Close is harmless.
+func TestStore_ReadsAfterClose(t *testing.T) {
+	s, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "orderd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []int64{0, 5} {
+		if evs, err := s.PendingEvents(t.Context(), after, 10); err == nil {
+			t.Errorf("PendingEvents(%d) after Close = %v, nil; want an error", after, evs)
+		}
+	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err == nil {
+		t.Error("a query on DB() after Close succeeded; want an error")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ func restoreSetup(t *testing.T) (cfg, live, backup string) {
 	}
 	dir := t.TempDir()
 	live = filepath.Join(dir, "orderd.db")
-	if err := store.Migrate(t.Context(), live); err != nil {
+	if _, err := store.Migrate(t.Context(), live); err != nil {
 		t.Fatal(err)
 	}
 	cfg = writeFile(t, dir, "config.yaml", withLines("store:\n  path: "+live, "log:\n  level: warn"))

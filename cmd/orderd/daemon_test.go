@@ -12,13 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"orderd/internal/syncbuf"
 	"orderd/internal/testaddr"
 	"orderd/provider/providertest"
 	"orderd/store"
@@ -44,23 +44,8 @@ func newDaemonEnv(t *testing.T, extraYAML string) *daemonEnv {
 }
 
 // syncBuffer collects a daemon's log for a test that reads it while the
-// daemon writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// daemon writes it.
+type syncBuffer = syncbuf.Buffer
 
 // listenAddrs are the addresses a daemon bound, as its "orderd started"
 // line reports them: host:port of the webhook and admin listeners and the

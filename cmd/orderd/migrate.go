@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"orderd/store"
 )
@@ -33,8 +34,17 @@ func migrateCommand() command {
 					return err
 				}
 				defer unlock()
-				if err := store.Migrate(ctx, cfg.Store.Path); err != nil {
+				applied, err := store.Migrate(ctx, cfg.Store.Path)
+				// What was applied stays applied, even when a later step fails.
+				for _, a := range applied {
+					fmt.Fprintf(e.Stdout, "applied migration %d (%s) in %s\n", a.Version, a.Name, a.Took.Round(time.Millisecond))
+				}
+				if err != nil {
 					return cfg.storeError(err)
+				}
+				if len(applied) == 0 {
+					fmt.Fprintf(e.Stdout, "schema of %s is up to date: nothing to apply\n", cfg.Store.Path)
+					return nil
 				}
 				fmt.Fprintf(e.Stdout, "schema of %s is up to date\n", cfg.Store.Path)
 				return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,31 @@ import (
 	"orderd/internal/testaddr"
 	"orderd/provider/providertest"
 )
+
+// TestMigrate_SaysWhatItApplied: a first migrate names every migration it
+// applied, in order, with its time; a second says there was nothing to
+// apply.
+func TestMigrate_SaysWhatItApplied(t *testing.T) {
+	dir := t.TempDir()
+	fake := providertest.NewServer(providertest.Options{})
+	t.Cleanup(fake.Close)
+	cfg := daemonConfig(t, dir, fake, "  url: nats://"+testaddr.Loopback(t)+"\n", quietJobs)
+	r := runOrderd(t, nil, nil, "migrate", "-config", cfg)
+	if r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	first := regexp.MustCompile(`(?m)^applied migration 1 \(0001_core\.sql\) in \d`)
+	second := regexp.MustCompile(`(?m)^applied migration 2 \(0002_\w+\.sql\) in \d`)
+	if !first.MatchString(r.stdout) || !second.MatchString(r.stdout) ||
+		strings.Index(r.stdout, "migration 1 ") > strings.Index(r.stdout, "migration 2 ") ||
+		!strings.HasSuffix(r.stdout, " is up to date\n") || strings.Contains(r.stdout, "nothing to apply") {
+		t.Errorf("first migrate printed:\n%s", r.stdout)
+	}
+	r = runOrderd(t, nil, nil, "migrate", "-config", cfg)
+	if r.code != 0 || strings.Contains(r.stdout, "applied migration") || !strings.Contains(r.stdout, "is up to date: nothing to apply") {
+		t.Errorf("second migrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
 
 // TestMigrate_NewerSchema: a database a newer orderd has migrated is
 // refused by every command that would write to it, with status 1 and a

@@ -13,29 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"orderd/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // parseReady reads PROVIDER_URL and PROVIDER_API_KEY from the output.
 func parseReady(out string) (url, key string) {
@@ -67,7 +50,7 @@ func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	pub := filepath.Join(dir, "provider.pem")
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-pubkey", pub, "-api-key", "e2e-key", "-key-type", "ecdsa",
@@ -168,7 +151,7 @@ func TestRun_Usage(t *testing.T) {
 		})
 	}
 	t.Run("address in use", func(t *testing.T) {
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"-key-type", "ecdsa"}, &stdout, &stderr) }()

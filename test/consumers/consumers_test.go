@@ -12,7 +12,6 @@ package consumers_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +30,7 @@ import (
 
 	"orderd/api"
 	"orderd/internal/eventschema"
+	"orderd/internal/syncbuf"
 	"orderd/internal/testbin"
 )
 
@@ -150,7 +149,7 @@ func startSandbox(t *testing.T, orderd, dir string) string {
 	t.Helper()
 	cmd := exec.Command(orderd, "sandbox", "-dir", filepath.Join(dir, "sandbox"), "-every", "200ms")
 	cmd.Dir = dir
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -339,14 +338,14 @@ func eventID(t *testing.T, data []byte) string {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
 
 func startProc(t *testing.T, dir, name string, argv []string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout = p.out
@@ -396,21 +395,3 @@ func (p *proc) stop(t *testing.T) {
 }
 
 func (p *proc) output() string { return p.out.String() }
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
