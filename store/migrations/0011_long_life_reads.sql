@@ -30,36 +30,35 @@ ALTER TABLE orders ADD COLUMN own_wallet_currency TEXT;
 ALTER TABLE orders ADD COLUMN refunds TEXT;
 
 -- The orders written before, from their current state, in one pass
--- (measured in BENCHMARKS.md, "A long life"). A state that is not JSON, or
--- whose transactions are not a list, is left unfilled.
-UPDATE orders SET
-    authorized_amount   = json_extract(s.own, '$.authorized.amount'),
-    authorized_currency = coalesce(json_extract(s.own, '$.authorized.currency'), ''),
-    own_wallet_amount   = json_extract(s.own, '$.merchantWallet.amount'),
-    own_wallet_currency = coalesce(json_extract(s.own, '$.merchantWallet.currency'), ''),
-    refunds             = s.refunds
-FROM (
-    SELECT st.id,
-        (SELECT t.value FROM json_each(st.raw, '$.transactions') t
-          WHERE json_extract(t.value, '$.type') IS st.type OR json_extract(t.value, '$.type') IS NOT 'refund'
-          ORDER BY json_extract(t.value, '$.type') IS st.type DESC, t.key
-          LIMIT 1) AS own,
-        (SELECT CASE WHEN count(*) = 0 THEN '' ELSE json_group_array(json_array(
-                    json_extract(t.value, '$.amount.amount'),
-                    coalesce(json_extract(t.value, '$.amount.currency'), ''),
-                    coalesce(json_extract(t.value, '$.completedAt'), ''))) END
-           FROM json_each(st.raw, '$.transactions') t
-          WHERE json_extract(t.value, '$.type') = 'refund' AND json_extract(t.value, '$.status') = 'completed'
-            AND json_extract(t.value, '$.amount.amount') IS NOT NULL) AS refunds
+-- (measured in BENCHMARKS.md, "A long life"): a row at a time, nothing
+-- gathered in memory. A state that is not JSON, or whose transactions are
+-- not a list, is left unfilled.
+UPDATE orders SET (authorized_amount, authorized_currency, own_wallet_amount, own_wallet_currency, refunds) = (
+    SELECT json_extract(s.own, '$.authorized.amount'), coalesce(json_extract(s.own, '$.authorized.currency'), ''),
+        json_extract(s.own, '$.merchantWallet.amount'), coalesce(json_extract(s.own, '$.merchantWallet.currency'), ''),
+        s.refunds
     FROM (
-        SELECT o.id, o.type, coalesce(h.raw, d.raw) AS raw
-        FROM orders o
-        JOIN order_history h ON h.id = o.state_id
-        LEFT JOIN deliveries d ON d.id = h.delivery_id
-    ) st
-    WHERE json_valid(st.raw) AND coalesce(json_type(st.raw, '$.transactions'), 'null') IN ('array', 'null')
-) s
-WHERE orders.id = s.id;
+        SELECT
+            (SELECT t.value FROM json_each(st.raw, '$.transactions') t
+              WHERE json_extract(t.value, '$.type') IS orders.type OR json_extract(t.value, '$.type') IS NOT 'refund'
+              ORDER BY json_extract(t.value, '$.type') IS orders.type DESC, t.key
+              LIMIT 1) AS own,
+            (SELECT CASE WHEN count(*) = 0 THEN '' ELSE json_group_array(json_array(
+                        json_extract(t.value, '$.amount.amount'),
+                        coalesce(json_extract(t.value, '$.amount.currency'), ''),
+                        coalesce(json_extract(t.value, '$.completedAt'), ''))) END
+               FROM json_each(st.raw, '$.transactions') t
+              WHERE json_extract(t.value, '$.type') = 'refund' AND json_extract(t.value, '$.status') = 'completed'
+                AND json_extract(t.value, '$.amount.amount') IS NOT NULL) AS refunds
+        FROM (
+            SELECT coalesce(h.raw, d.raw) AS raw
+            FROM order_history h
+            LEFT JOIN deliveries d ON d.id = h.delivery_id
+            WHERE h.id = orders.state_id
+        ) st
+        WHERE json_valid(st.raw) AND coalesce(json_type(st.raw, '$.transactions'), 'null') IN ('array', 'null')
+    ) s
+);
 
 -- GET /v1/orders answers 400 for a status or type that is neither one the
 -- provider documents nor held by a stored order (rather than an empty
