@@ -7,10 +7,10 @@ import (
 )
 
 // A report's lines are read in two goroutines: one reads the orders'
-// rows from SQLite, the other decodes each stored state, computes the
-// line and writes it. Each costs about as much as the other over a month
-// of orders, so on two cores a report takes about as long as reading its
-// rows. The rows pass between them in batches (owned copies, recycled
+// rows from SQLite, the other parses each order's amounts (its amount
+// columns, or for a row without them its stored state), computes the line
+// and writes it. The reading costs the more over a month of orders, so
+// on two cores a report takes about as long as reading its rows. The rows pass between them in batches (owned copies, recycled
 // through a fixed set, so memory stays flat); the lines come in the
 // store's row order, as from one loop.
 

@@ -240,7 +240,6 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 			&completed, &learned, &periodState, &kinds, &amounts, &raw, &requested); err != nil {
 			return fmt.Errorf("report orders: %w", err)
 		}
-
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
 		o.CreatedAt = unixMilliUTC(created)
 		o.CompletedAt = time.Time{}
