@@ -70,7 +70,8 @@ type Readiness interface {
 // OrderReader reads stored orders.
 type OrderReader interface {
 	OrderByMerchantID(ctx context.Context, merchantOrderID string) (*store.OrderView, error)
-	OrdersPage(ctx context.Context, q store.OrderQuery) ([]store.OrderSummary, error)
+	OrdersPage(ctx context.Context, q store.OrderQuery) (store.OrderPage, error)
+	HasOddOrderWord(ctx context.Context, field, value string) (bool, error)
 }
 
 // FindingReader lists the reconciler's findings.

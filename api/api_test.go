@@ -174,6 +174,78 @@ func applyOrder(t *testing.T, s *store.Store, merchantOrderID, typ, status, crea
 	}
 }
 
+// TestAPI_listOrders_boundedWalk: a filtered page walks a bounded number
+// of orders (here 4), so a filter few orders match answers at once with a
+// short page, or an empty one, and a nextCursor; following the cursors
+// lists every match once, and the last page has none.
+func TestAPI_listOrders_boundedWalk(t *testing.T) {
+	e := newEnv(t, setup{orderScan: 4})
+	const n = 14
+	for i := range n {
+		status := "processing"
+		if i == 9 {
+			status = "rejected"
+		}
+		applyOrder(t, e.store, fmt.Sprintf("o-%02d", i), "payin", status, "2026-03-01T12:00:00Z")
+	}
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"status=rejected", []string{"o-09"}},
+		{"status=new", nil},
+		{"status=processing&limit=5", nil}, // all but o-09, checked by count
+	} {
+		t.Run(tt.query, func(t *testing.T) {
+			var (
+				got    []string
+				cursor string
+				pages  int
+			)
+			for {
+				path := "/v1/orders?" + tt.query
+				if cursor != "" {
+					path += "&cursor=" + url.QueryEscape(cursor)
+				}
+				r := e.get(path)
+				wantStatus(t, r, http.StatusOK)
+				var page struct {
+					Orders []struct {
+						MerchantOrderID string `json:"merchantOrderId"`
+					} `json:"orders"`
+					NextCursor string `json:"nextCursor"`
+				}
+				if err := json.Unmarshal(r.body, &page); err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				for _, o := range page.Orders {
+					got = append(got, o.MerchantOrderID)
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				if pages > n {
+					t.Fatal("paging does not end")
+				}
+				cursor = page.NextCursor
+			}
+			if pages < 3 {
+				t.Errorf("%d pages: the walk of a page was not bounded", pages)
+			}
+			if strings.HasPrefix(tt.query, "status=processing") {
+				if len(got) != n-1 || slices.Contains(got, "o-09") {
+					t.Errorf("listed %q, want every order but o-09", got)
+				}
+				return
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("listed %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestAPI_listOrders(t *testing.T) {
 	e := newEnv(t, setup{})
 	const n = 37

@@ -38,6 +38,8 @@ type setup struct {
 	maxBodySize int64
 	// readTimeout is the server's http.Server.ReadTimeout (0: none).
 	readTimeout time.Duration
+	// orderScan is the store's Options.OrderScan (0: its default).
+	orderScan int
 }
 
 // env is an admin API served over loopback from a real store in a temp
@@ -61,7 +63,7 @@ func newEnv(t testing.TB, su setup) *env {
 	e := &env{t: t, token: su.token}
 	e.fake = providertest.NewServer(su.fake)
 	t.Cleanup(e.fake.Close)
-	st, err := store.Open(context.Background(), t.TempDir()+"/orderd.db", store.Options{})
+	st, err := store.Open(context.Background(), t.TempDir()+"/orderd.db", store.Options{OrderScan: su.orderScan})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

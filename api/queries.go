@@ -182,11 +182,12 @@ func (s *server) handleListOrders(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	oq.Limit = limit + 1 // one more tells whether a next page exists
-	rows, err := s.deps.Store.OrdersPage(r.Context(), oq)
+	res, err := s.deps.Store.OrdersPage(r.Context(), oq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	rows := res.Orders
 	if len(rows) == 0 {
 		if err := s.checkOrderWords(r.Context(), oq); err != nil {
 			s.fail(w, r, err)
@@ -204,6 +205,11 @@ func (s *server) handleListOrders(w http.ResponseWriter, r *http.Request) {
 			LearnedVia: o.LearnedVia, CreatedAt: timePtr(o.CreatedAt), FirstSeenAt: o.FirstSeenAt,
 			UpdatedAt: o.UpdatedAt, CompletedAt: timePtr(o.CompletedAt), Order: o.Order,
 		})
+	}
+	if res.ScannedTo > 0 {
+		// A filtered page walks a bounded number of orders: fewer than
+		// limit matched among them, and the listing goes on after them.
+		page.NextCursor = encodeCursor("orders", res.ScannedTo)
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -361,19 +367,18 @@ func (s *server) checkOrderWords(ctx context.Context, q store.OrderQuery) error 
 	for _, c := range []struct {
 		field, value string
 		known        []string
-		only         store.OrderQuery
 	}{
-		{"status", q.Status, knownStatuses, store.OrderQuery{Status: q.Status, Limit: 1}},
-		{"type", q.Type, knownTypes, store.OrderQuery{Type: q.Type, Limit: 1}},
+		{"status", q.Status, knownStatuses},
+		{"type", q.Type, knownTypes},
 	} {
 		if c.value == "" || slices.Contains(c.known, c.value) {
 			continue
 		}
-		rows, err := s.deps.Store.OrdersPage(ctx, c.only)
+		held, err := s.deps.Store.HasOddOrderWord(ctx, c.field, c.value)
 		if err != nil {
 			return err
 		}
-		if len(rows) == 0 {
+		if !held {
 			return &badRequestError{field: c.field, msg: fmt.Sprintf("%s %q is not one of %s, and no stored order has it",
 				c.field, c.value, strings.Join(c.known, ", "))}
 		}

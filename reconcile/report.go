@@ -498,6 +498,24 @@ func (a *orderAmounts) decode(raw []byte) error {
 	return nil
 }
 
+// fromColumns sets a to the amounts the store keeps in the order's
+// columns: the wallets, the own transaction (given the order's type, so
+// own finds it first) and the completed refunds, which are all that fill
+// reads of the transactions. The transactions' slice is reused.
+func (a *orderAmounts) fromColumns(typ provider.OrderType, c *store.ReportAmounts) {
+	txs := a.Transactions[:0]
+	*a = orderAmounts{MerchantSourceWallet: c.MerchantSourceWallet, MerchantTargetWallet: c.MerchantTargetWallet}
+	if c.Authorized != nil || c.OwnWallet != nil {
+		txs = append(txs, txAmounts{Type: string(typ), Authorized: c.Authorized, MerchantWallet: c.OwnWallet})
+	}
+	for i := range c.Refunds {
+		r := &c.Refunds[i]
+		txs = append(txs, txAmounts{Type: "refund", Status: provider.StatusCompleted, Amount: &r.Amount,
+			CompletedAt: r.CompletedAt})
+	}
+	a.Transactions = txs
+}
+
 // own is the order's own transaction: the first whose type is the
 // order's, else the first that is not a refund (as the ledger reads it).
 func (a *orderAmounts) own(typ provider.OrderType) *txAmounts {

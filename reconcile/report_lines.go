@@ -7,10 +7,10 @@ import (
 )
 
 // A report's lines are read in two goroutines: one reads the orders'
-// rows from SQLite, the other decodes each stored state, computes the
-// line and writes it. Each costs about as much as the other over a month
-// of orders, so on two cores a report takes about as long as reading its
-// rows. The rows pass between them in batches (owned copies, recycled
+// rows from SQLite, the other parses each order's amounts (its amount
+// columns, or for a row without them its stored state), computes the line
+// and writes it. The reading costs the more over a month of orders, so
+// on two cores a report takes about as long as reading its rows. The rows pass between them in batches (owned copies, recycled
 // through a fixed set, so memory stays flat); the lines come in the
 // store's row order, as from one loop.
 
@@ -20,49 +20,64 @@ const (
 	batches   = 4
 )
 
-// orderBatch holds copies of up to lineBatch orders; an order's Raw and
-// Requested are cut from bytes when it is read back (see at).
+// orderBatch holds copies of up to lineBatch orders; an order's byte
+// fields (see fields) are cut from bytes when it is read back (see at).
 type orderBatch struct {
 	orders []store.ReportOrder
-	// ends[2i] and ends[2i+1] are where order i's raw and requested end
-	// in bytes; hasReq says whether it had a requested body at all.
-	ends   []int
-	hasReq []bool
-	bytes  []byte
+	// ends[3i+f] is where order i's field f ends in bytes; present[i]
+	// has bit f set when the field was not nil.
+	ends    []int
+	present []uint8
+	bytes   []byte
+}
+
+// fields are the byte fields of an order that are only valid during the
+// store's callback: Raw, Requested and AmountColumns.
+func fields(o *store.ReportOrder) [3]*[]byte {
+	return [3]*[]byte{&o.Raw, &o.Requested, &o.AmountColumns}
 }
 
 func (b *orderBatch) reset() {
-	b.orders, b.ends, b.hasReq, b.bytes = b.orders[:0], b.ends[:0], b.hasReq[:0], b.bytes[:0]
+	b.orders, b.ends, b.present, b.bytes = b.orders[:0], b.ends[:0], b.present[:0], b.bytes[:0]
 }
 
 // add copies o, which is valid only during the store's callback.
 func (b *orderBatch) add(o *store.ReportOrder) {
 	c := *o
-	c.Raw, c.Requested = nil, nil
 	if len(o.OpenFindings) > 0 {
 		c.OpenFindings = append([]string(nil), o.OpenFindings...)
 	} else {
 		c.OpenFindings = nil
 	}
+	var present uint8
+	for f, p := range fields(o) {
+		if *p != nil {
+			present |= 1 << f
+		}
+		b.bytes = append(b.bytes, *p...)
+		b.ends = append(b.ends, len(b.bytes))
+	}
+	for _, p := range fields(&c) {
+		*p = nil
+	}
 	b.orders = append(b.orders, c)
-	b.bytes = append(b.bytes, o.Raw...)
-	b.ends = append(b.ends, len(b.bytes))
-	b.bytes = append(b.bytes, o.Requested...)
-	b.ends = append(b.ends, len(b.bytes))
-	b.hasReq = append(b.hasReq, o.Requested != nil)
+	b.present = append(b.present, present)
 }
 
-// at returns order i with its Raw and Requested.
+// at returns order i with its byte fields.
 func (b *orderBatch) at(i int) *store.ReportOrder {
 	o := &b.orders[i]
 	start := 0
 	if i > 0 {
-		start = b.ends[2*i-1]
+		start = b.ends[3*i-1]
 	}
-	o.Raw = b.bytes[start:b.ends[2*i]:b.ends[2*i]]
-	o.Requested = nil
-	if b.hasReq[i] {
-		o.Requested = b.bytes[b.ends[2*i]:b.ends[2*i+1]:b.ends[2*i+1]]
+	for f, p := range fields(o) {
+		end := b.ends[3*i+f]
+		*p = nil
+		if b.present[i]&(1<<f) != 0 {
+			*p = b.bytes[start:end:end]
+		}
+		start = end
 	}
 	return o
 }
@@ -111,19 +126,29 @@ func (rp *report) lines(ctx context.Context, fn func(*Line) error) error {
 		readErr <- err
 	}()
 	var (
-		l    Line
-		dec  orderAmounts
-		fast amountsDecoder
-		err  error
+		l       Line
+		dec     orderAmounts
+		fast    amountsDecoder
+		cols    store.ReportAmountReader
+		amounts store.ReportAmounts
+		err     error
 	)
 	for b := range full {
 		for i := 0; i < len(b.orders) && err == nil; i++ {
 			o := b.at(i)
-			if derr := dec.decodeWith(&fast, o.Raw); derr != nil {
-				// The write path stored it, so it decoded once; a report
-				// shows the order with what the columns say rather than
-				// fail.
-				rp.r.log.Warn("report: order state does not decode", "order", o.ProviderID, "err", derr)
+			var derr error
+			if o.AmountColumns != nil {
+				if derr = cols.Read(o.AmountColumns, &amounts); derr == nil {
+					dec.fromColumns(o.Type, &amounts)
+				}
+			} else {
+				derr = dec.decodeWith(&fast, o.Raw)
+			}
+			if derr != nil {
+				// The write path stored them, so they read once (a
+				// damaged row); a report shows the order with what its
+				// other columns say rather than fail.
+				rp.r.log.Warn("report: order amounts do not read", "order", o.ProviderID, "err", derr)
 				dec = orderAmounts{}
 			}
 			if rp.fill(&l, o, &dec) {

@@ -303,9 +303,11 @@ func (tx *Tx) apply(in applyInput) (Result, error) {
 		finalVia = string(obs.Source) // this state brought the final status
 	}
 	src, srcCcy, tgt, tgtCcy := wallets(o)
+	rc := reportColumnsOf(o)
 	if _, err := st.updateOrder.Exec(string(o.Status), fp, string(o.Type), src, srcCcy, tgt, tgtCcy,
 		stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), completedAt,
-		tx.nextCheck(o.Status, at), finalVia, cur.id); err != nil {
+		tx.nextCheck(o.Status, at), finalVia, rc.authAmount, rc.authCurrency, rc.walletAmount, rc.walletCurrency,
+		rc.refunds, cur.id); err != nil {
 		return Result{}, fmt.Errorf("apply %s: update order: %w", o.ID, err)
 	}
 	eventType := EventOrderUpdated
@@ -337,9 +339,11 @@ func (tx *Tx) applyNew(in applyInput, at time.Time) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", o.ID, err)
 	}
+	rc := reportColumnsOf(o)
 	res, err := st.insertOrder.Exec(id, o.ID, o.MerchantOrderID, string(o.Type), string(o.Status), fp,
 		src, srcCcy, tgt, tgtCcy, stateID, string(obs.Source), providerTime(o.CreatedAt), at.UnixMilli(), at.UnixMilli(),
-		completedAt, tx.nextCheck(o.Status, at), finalVia)
+		completedAt, tx.nextCheck(o.Status, at), finalVia, rc.authAmount, rc.authCurrency, rc.walletAmount,
+		rc.walletCurrency, rc.refunds)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: insert order: %w", o.ID, err)
 	}
@@ -765,6 +769,63 @@ func wallets(o *provider.Order) (src, srcCcy, tgt, tgtCcy any) {
 		tgt, tgtCcy = provider.FormatAmount(m.Amount), m.Currency
 	}
 	return src, srcCcy, tgt, tgtCcy
+}
+
+// reportColumns are the columns of an order that keep what a report reads
+// of its current state beyond the merchant wallets (see migration 0011):
+// its own transaction's authorized amount and merchant wallet, and its
+// completed refunds.
+type reportColumns struct {
+	authAmount, authCurrency, walletAmount, walletCurrency any
+	refunds                                                string
+}
+
+// reportColumnsOf reads o's report columns. The own transaction is the
+// first whose type is the order's, else the first that is not a refund,
+// as the ledger and the report read it.
+func reportColumnsOf(o *provider.Order) reportColumns {
+	var rc reportColumns
+	var own *provider.Transaction
+	for i := range o.Transactions {
+		if o.Transactions[i].Type == string(o.Type) {
+			own = &o.Transactions[i]
+			break
+		}
+	}
+	if own == nil {
+		for i := range o.Transactions {
+			if o.Transactions[i].Type != "refund" {
+				own = &o.Transactions[i]
+				break
+			}
+		}
+	}
+	if own != nil {
+		if m := own.Authorized; m != nil {
+			rc.authAmount, rc.authCurrency = provider.FormatAmount(m.Amount), m.Currency
+		}
+		if m := own.MerchantWallet; m != nil {
+			rc.walletAmount, rc.walletCurrency = provider.FormatAmount(m.Amount), m.Currency
+		}
+	}
+	var refunds [][3]string
+	for i := range o.Transactions {
+		t := &o.Transactions[i]
+		if t.Type != "refund" || t.Status != provider.StatusCompleted || t.Amount == nil {
+			continue
+		}
+		var at string
+		if !t.CompletedAt.IsZero() {
+			at = t.CompletedAt.UTC().Format(time.RFC3339Nano)
+		}
+		refunds = append(refunds, [3]string{provider.FormatAmount(t.Amount.Amount), t.Amount.Currency, at})
+	}
+	if len(refunds) > 0 {
+		// Strings and arrays of strings: Marshal cannot fail.
+		b, _ := json.Marshal(refunds)
+		rc.refunds = string(b)
+	}
+	return rc
 }
 
 func providerTime(t provider.Time) any {

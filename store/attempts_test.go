@@ -502,9 +502,13 @@ func TestStore_OrdersPage(t *testing.T) {
 			if pages > n {
 				t.Fatal("paging does not end")
 			}
-			rows, err := s.OrdersPage(t.Context(), store.OrderQuery{AfterID: after, Limit: 5})
+			page, err := s.OrdersPage(t.Context(), store.OrderQuery{AfterID: after, Limit: 5})
 			if err != nil {
 				t.Fatal(err)
+			}
+			rows := page.Orders
+			if page.ScannedTo != 0 {
+				t.Errorf("unfiltered page stopped at its bound: %+v", page)
 			}
 			if len(rows) == 0 {
 				break
@@ -538,14 +542,96 @@ func TestStore_OrdersPage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, err := s.OrdersPage(t.Context(), tt.q)
+			page, err := s.OrdersPage(t.Context(), tt.q)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rows) != tt.want {
-				t.Errorf("%d orders, want %d", len(rows), tt.want)
+			if len(page.Orders) != tt.want || page.ScannedTo != 0 {
+				t.Errorf("%d orders, stopped at %d; want %d, none", len(page.Orders), page.ScannedTo, tt.want)
 			}
 		})
+	}
+
+	// A filtered page walks at most OrderScan orders: a filter few orders
+	// match gives short pages that say where the walk stopped, and the
+	// listing that follows them lists every match once.
+	bounded, err := store.Open(t.Context(), s.Path(), store.Options{ReadOnly: true, OrderScan: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bounded.Close(t.Context())
+	for _, tt := range tests {
+		t.Run(tt.name+", walking 4 orders a page", func(t *testing.T) {
+			var (
+				after int64
+				got   int
+			)
+			for pages := 0; ; pages++ {
+				if pages > n {
+					t.Fatal("paging does not end")
+				}
+				q := tt.q
+				q.AfterID, q.Limit = after, 5
+				page, err := bounded.OrdersPage(t.Context(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += len(page.Orders)
+				if len(page.Orders) > 0 && page.Orders[0].RowID > after+4 {
+					t.Fatalf("page after %d begins at %d: it walked more than 4 orders", after, page.Orders[0].RowID)
+				}
+				switch {
+				case page.ScannedTo != 0:
+					if page.ScannedTo != after+4 {
+						t.Fatalf("page after %d stopped at %d, want %d", after, page.ScannedTo, after+4)
+					}
+					after = page.ScannedTo
+				case len(page.Orders) == 5:
+					after = page.Orders[4].RowID
+				default:
+					if pages < (n-1)/4 {
+						t.Fatalf("listing ended after %d pages at %d, before the last orders", pages+1, after)
+					}
+					if got != tt.want {
+						t.Errorf("listed %d orders, want %d", got, tt.want)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+// TestStore_HasOddOrderWord: whether a stored order has a status or type
+// the provider does not document.
+func TestStore_HasOddOrderWord(t *testing.T) {
+	s := openAttemptStore(t, newClock())
+	raw := []byte(`{"id":"00000000-0000-4000-8000-000000000001","merchantOrderId":"m1","type":"payin",` +
+		`"createdAt":"2026-03-01T10:00:00Z","status":"on_hold","rejectReason":null,"transactions":[]}`)
+	o, err := provider.DecodeOrder(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(t.Context(), store.Observation{Source: store.SourcePoll, Order: o, Raw: raw}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		field, value string
+		want         bool
+	}{
+		{"status", "on_hold", true},
+		{"status", "refunded", false},
+		{"status", "completed", false}, // documented: never odd
+		{"type", "payin", false},
+		{"type", "transfer", false},
+	} {
+		got, err := s.HasOddOrderWord(t.Context(), tt.field, tt.value)
+		if err != nil || got != tt.want {
+			t.Errorf("HasOddOrderWord(%s, %s) = %v, %v; want %v", tt.field, tt.value, got, err, tt.want)
+		}
+	}
+	if _, err := s.HasOddOrderWord(t.Context(), "currency", "brl"); err == nil {
+		t.Error("HasOddOrderWord of an unknown field: no error")
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // SelectHeaders exposes selectHeaders to the external tests, which hold it
@@ -29,8 +30,9 @@ func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
 		query string
 		args  []any
 	}
-	orders, oargs := ordersPageQuery(OrderQuery{Limit: 51})
-	byStatus, sargs := ordersPageQuery(OrderQuery{Status: "processing", Type: "payin", Limit: 51, AfterID: 7})
+	orders, oargs := ordersPageQuery(OrderQuery{Limit: 51}, -1)
+	byStatus, sargs := ordersPageQuery(OrderQuery{Status: "processing", Type: "payin", Limit: 51, AfterID: 7}, 20_007)
+	byTime, targs := ordersPageQuery(OrderQuery{From: time.Unix(0, 0), To: time.Unix(60, 0), Limit: 51}, 20_000)
 	findings, fargs, err := findingsPageQuery(FindingQuery{State: "open", Limit: 51})
 	if err != nil {
 		return nil, err
@@ -45,6 +47,10 @@ func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
 		"orders by prefix":    {ordersByPrefixQuery, []any{"a", "a\xff", 20}},
 		"orders page":         {orders, oargs},
 		"orders by status":    {byStatus, sargs},
+		"orders by time":      {byTime, targs},
+		"order scan bound":    {orderScanBoundQuery, []any{7, DefaultOrderScan - 1}},
+		"odd status":          {oddStatusQuery, []any{"refunded"}},
+		"odd type":            {oddTypeQuery, []any{"transfer"}},
 		"findings page":       {findings, fargs},
 		"open finding counts": {openFindingCountsQuery, nil},
 		"reopened finding":    {reopenedFindingQuery, []any{"balance_drift", "brl"}},

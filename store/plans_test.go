@@ -12,7 +12,7 @@ import (
 // costs in proportion to the orders, their history or the events. Each
 // plan reads the tables through an index or the primary key (SEARCH), or
 // walks one in key order to a LIMIT (the listings; SCAN only where named
-// here), and never sorts or groups in a temporary B-tree.
+// here) or to a bound, and never sorts or groups in a temporary B-tree.
 func TestStore_RequestPlans(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	plans, err := store.RequestPlans(t.Context(), st)
@@ -28,9 +28,19 @@ func TestStore_RequestPlans(t *testing.T) {
 		// The cursor is a table of one row.
 		"outbox stats":    {"SCAN CONSTANT ROW", "SCAN outbox_cursor"},
 		"activity bounds": {"SCAN CONSTANT ROW"},
+		"odd status":      {"SCAN CONSTANT ROW"},
+		"odd type":        {"SCAN CONSTANT ROW"},
 	}
+	// A filtered listing walks the orders by row id up to a bound (see
+	// store.OrdersPage), however few match.
+	bounded := []string{"orders by status", "orders by time"}
 	// Sorts of a few rows: one order's history.
 	sorts := map[string]bool{"order history": true}
+	for _, name := range bounded {
+		if !slices.Contains(plans[name], "SEARCH o USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)") {
+			t.Errorf("%s does not stop its walk at a row id: %q", name, plans[name])
+		}
+	}
 	for name, plan := range plans {
 		t.Logf("%s:\n  %s", name, strings.Join(plan, "\n  "))
 		for _, step := range plan {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -94,13 +95,45 @@ type ReportOrder struct {
 	// OpenFindings lists the kinds of the findings open now whose key is
 	// the order's id or merchantOrderId, sorted, without repeats.
 	OpenFindings []string
-	// Raw is the order's current state as the provider wrote it.
+	// AmountColumns holds what a report reads of the current state: the
+	// order's amount columns, which the write path keeps with the state
+	// (see migration 0011), as one text that ReportAmountReader parses.
+	// It is nil when the columns were never filled (a state migration
+	// 0011 could not read), and then Raw holds the state instead. Like
+	// Raw it is only valid during the call. (The caller parses it, so
+	// that a report can do so in another goroutine than the one reading
+	// the rows.)
+	AmountColumns []byte
+	// Raw is the order's current state as the provider wrote it, read
+	// only when AmountColumns is nil; nil otherwise.
 	Raw []byte
 	// Requested is the body of the gateway creation that created the
 	// order, when orderd knows the order only from the provider's creation
 	// answer (learned via gateway), which states no amount; nil otherwise.
 	// Like Raw it is only valid during the call.
 	Requested []byte
+}
+
+// ReportAmounts is the part of an order's current state a report reads.
+// The amounts are owned by the value (they stay valid after the call).
+type ReportAmounts struct {
+	MerchantSourceWallet *provider.Money
+	MerchantTargetWallet *provider.Money
+	// Authorized and OwnWallet are the authorized amount and the
+	// merchantWallet of the order's own transaction: the first whose type
+	// is the order's, else the first that is not a refund.
+	Authorized *provider.Money
+	OwnWallet  *provider.Money
+	// Refunds are the completed refund transactions that state an amount,
+	// in the state's order.
+	Refunds []RefundAmount
+}
+
+// RefundAmount is one completed refund transaction of an order.
+type RefundAmount struct {
+	Amount provider.Money
+	// CompletedAt is zero when the provider gave none.
+	CompletedAt time.Time
 }
 
 // reportOrdersQuery selects the orders of [from, to) in one pass over the
@@ -118,7 +151,15 @@ type ReportOrder struct {
 // and by its merchantOrderId (findings about creations and quarantined
 // bodies are keyed by the latter). The creation request is looked up only
 // for orders whose current state is the gateway's creation answer, a few
-// through the attempts' merchantOrderId index.
+// through the attempts' merchantOrderId index. The amounts come from the
+// order's own columns; the current state's JSON (in a history row that
+// carries the webhook's body) is read only for an order whose columns were
+// never filled. The amount columns are read as one text (and the finding
+// kinds too): each column costs the driver a few calls per row, which
+// over a month of orders cost more than joining them here. The amounts
+// are plain decimals and the currencies three lowercase letters (the
+// write path refuses others), so the separators cannot occur in them;
+// the refunds' JSON, last, escapes them.
 const reportOrdersQuery = `
 WITH open_findings AS MATERIALIZED (
 	SELECT subject_key, group_concat(kind, ' ') AS kinds
@@ -143,16 +184,25 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 			   AND h.status NOT IN ('completed', 'rejected')
 			 ORDER BY h.id DESC LIMIT 1)
 	END AS period_state,
-	coalesce(fp.kinds, '') AS findings_by_id, coalesce(fm.kinds, '') AS findings_by_mid,
-	coalesce(hs.raw, d.raw) AS raw,
+	coalesce(fp.kinds, '') || ' ' || coalesce(fm.kinds, '') AS findings,
+	CASE WHEN o.refunds IS NOT NULL THEN
+		coalesce(o.source_amount || char(31) || coalesce(o.source_currency, ''), '') || char(30) ||
+		coalesce(o.target_amount || char(31) || coalesce(o.target_currency, ''), '') || char(30) ||
+		coalesce(o.authorized_amount || char(31) || coalesce(o.authorized_currency, ''), '') || char(30) ||
+		coalesce(o.own_wallet_amount || char(31) || coalesce(o.own_wallet_currency, ''), '') || char(30) ||
+		o.refunds
+	END AS amounts,
+	CASE WHEN o.refunds IS NULL THEN
+		(SELECT coalesce(hs.raw, d.raw) FROM order_history hs
+		 LEFT JOIN deliveries d ON d.id = hs.delivery_id
+		 WHERE hs.id = o.state_id)
+	END AS raw,
 	CASE WHEN o.learned_via = 'gateway' THEN
 		(SELECT a.request FROM attempts a
 		 WHERE a.merchant_order_id = o.merchant_order_id AND a.kind IN ('payin', 'payout') AND a.state = 'created'
 		 ORDER BY a.id DESC LIMIT 1)
 	END AS requested
 FROM orders o
-LEFT JOIN order_history hs ON hs.id = o.state_id
-LEFT JOIN deliveries d ON d.id = hs.delivery_id
 LEFT JOIN open_findings fp ON fp.subject_key = o.provider_id
 LEFT JOIN open_findings fm ON fm.subject_key = o.merchant_order_id
 WHERE (o.completed_at >= :from AND o.completed_at < :to)
@@ -179,14 +229,15 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		completed            sql.NullInt64
 		current, learned     string
 		periodState          sql.NullString
-		byID, byMID          string
+		kinds                string
+		amounts              sql.RawBytes
 		raw, requested       sql.RawBytes
 		findingKinds         []string
 		status, typ, members string
 	)
 	for rows.Next() {
 		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
-			&completed, &learned, &periodState, &byID, &byMID, &raw, &requested); err != nil {
+			&completed, &learned, &periodState, &kinds, &amounts, &raw, &requested); err != nil {
 			return fmt.Errorf("report orders: %w", err)
 		}
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
@@ -213,10 +264,9 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		}
 		o.Status = provider.Status(status)
 		findingKinds = findingKinds[:0]
-		findingKinds = appendKinds(findingKinds, byID)
-		findingKinds = appendKinds(findingKinds, byMID)
+		findingKinds = appendKinds(findingKinds, kinds)
 		o.OpenFindings = findingKinds
-		o.Raw, o.Requested = raw, requested
+		o.AmountColumns, o.Raw, o.Requested = amounts, raw, requested
 		if err := fn(&o); err != nil {
 			return err
 		}
@@ -225,6 +275,111 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 		return fmt.Errorf("report orders: %w", err)
 	}
 	return nil
+}
+
+// ReportAmountReader reads ReportOrder.AmountColumns. It keeps one string
+// per currency, so use one per goroutine.
+type ReportAmountReader struct {
+	words map[string]string
+}
+
+// Read fills a from an order's amount columns as the report's query joins
+// them: the source and target wallets, the own transaction's authorized
+// amount and merchant wallet (each "amount\x1fcurrency", or empty for
+// none), and the refunds, separated by \x1e.
+func (r *ReportAmountReader) Read(b []byte, a *ReportAmounts) error {
+	*a = ReportAmounts{}
+	if r.words == nil {
+		r.words = map[string]string{}
+	}
+	words := r.words
+	var fields [5][]byte
+	for i := range 4 {
+		var ok bool
+		if fields[i], b, ok = bytes.Cut(b, []byte{0x1e}); !ok {
+			return errors.New("amount columns: not five fields")
+		}
+	}
+	fields[4] = b
+	for i, dst := range []**provider.Money{&a.MerchantSourceWallet, &a.MerchantTargetWallet, &a.Authorized, &a.OwnWallet} {
+		if len(fields[i]) == 0 {
+			continue
+		}
+		amount, currency, _ := bytes.Cut(fields[i], []byte{0x1f})
+		d, err := parseAmount(amount)
+		if err != nil {
+			return fmt.Errorf("amount columns: %w", err)
+		}
+		*dst = &provider.Money{Amount: d, Currency: word(words, currency)}
+	}
+	if len(fields[4]) == 0 {
+		return nil
+	}
+	// Rare (an order with a completed refund): the general decoder.
+	var refunds [][3]string
+	if err := json.Unmarshal(fields[4], &refunds); err != nil {
+		return fmt.Errorf("refunds column: %w", err)
+	}
+	a.Refunds = make([]RefundAmount, len(refunds))
+	for i, r := range refunds {
+		m, err := provider.NewMoney(r[0], r[1])
+		if err != nil {
+			return fmt.Errorf("refunds column: %w", err)
+		}
+		a.Refunds[i].Amount = m
+		if r[2] != "" {
+			t, err := provider.ParseTime(r[2])
+			if err != nil {
+				return fmt.Errorf("refunds column: %w", err)
+			}
+			a.Refunds[i].CompletedAt = t.Time
+		}
+	}
+	return nil
+}
+
+// parseAmount is provider.ParseAmount for an amount's bytes. The usual
+// amount (digits, a point and digits, 18 digits at most) is read here as
+// an integer and a scale, the same decimal ParseAmount gives; any other
+// goes to ParseAmount.
+func parseAmount(b []byte) (decimal.Decimal, error) {
+	var (
+		v      int64
+		digits int
+		scale  int32
+		dot    bool
+	)
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v*10 + int64(c-'0')
+			digits++
+			if dot {
+				scale++
+			}
+		case c == '.' && !dot && i > 0 && i < len(b)-1:
+			dot = true
+		default:
+			return provider.ParseAmount(string(b))
+		}
+	}
+	if digits == 0 || digits > 18 {
+		return provider.ParseAmount(string(b))
+	}
+	return decimal.New(v, -scale), nil
+}
+
+// word returns b lowercased (as provider.NewMoney writes a currency) as a
+// string, one per distinct value while words is small.
+func word(words map[string]string, b []byte) string {
+	if w, ok := words[string(b)]; ok {
+		return w
+	}
+	w := strings.ToLower(string(b))
+	if len(words) < 256 {
+		words[string(b)] = w
+	}
+	return w
 }
 
 // appendKinds merges the space-separated sorted kinds of s into the

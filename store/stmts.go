@@ -67,14 +67,16 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 	p(&st.maxHistoryID, `SELECT coalesce(max(id), 0) FROM order_history`)
 	p(&st.insertOrder, `INSERT INTO orders (id, provider_id, merchant_order_id, type, status, fingerprint,
 			source_amount, source_currency, target_amount, target_currency, state_id, learned_via,
-			created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts, final_via)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+			created_at, first_seen_at, updated_at, completed_at, next_check_at, check_attempts, final_via,
+			authorized_amount, authorized_currency, own_wallet_amount, own_wallet_currency, refunds)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`)
 	p(&st.updateOrder, `UPDATE orders SET status = ?, fingerprint = ?, type = ?,
 			source_amount = ?, source_currency = ?, target_amount = ?, target_currency = ?,
 			state_id = ?, learned_via = ?, created_at = coalesce(created_at, ?), updated_at = ?,
 			completed_at = coalesce(completed_at, ?), next_check_at = ?, check_attempts = 0,
-			final_via = coalesce(?, final_via)
+			final_via = coalesce(?, final_via), authorized_amount = ?, authorized_currency = ?,
+			own_wallet_amount = ?, own_wallet_currency = ?, refunds = ?
 		WHERE id = ?`)
 	p(&st.upsertDelivery, `INSERT INTO deliveries (id, order_id, body_sha256, fingerprint, raw, headers, remote_addr,
 			first_received_at, last_received_at, times_seen)

@@ -85,6 +85,9 @@ type Options struct {
 	ReadOnly bool
 	// ReadConns bounds the read pool; 0 means a small default.
 	ReadConns int
+	// OrderScan bounds how many orders one page of a filtered order
+	// listing walks (see OrdersPage); 0 means DefaultOrderScan.
+	OrderScan int
 	// RelaxedSync commits without waiting for the disk (SQLite
 	// synchronous=NORMAL in WAL mode): a power loss may lose the last
 	// commits, never corrupt. For replicated mode only, where the log's
@@ -204,6 +207,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	if opts.OrderScan <= 0 {
+		opts.OrderScan = DefaultOrderScan
 	}
 	s := &Store{
 		path:   path,

@@ -191,6 +191,11 @@ func get(ctx context.Context, url string) (int, int64, error) {
 // timeGet fetches url runs times and returns the median, the first, the
 // size and status of the last answer. An answer other than 200 is an error.
 func timeGet(ctx context.Context, name, url string, runs int) (timing, error) {
+	return timeGetWant(ctx, name, url, runs, http.StatusOK)
+}
+
+// timeGetWant is timeGet for a request whose answer is want.
+func timeGetWant(ctx context.Context, name, url string, runs, want int) (timing, error) {
 	tm := timing{Name: name, Runs: runs}
 	var all []time.Duration
 	for i := range runs {
@@ -200,8 +205,8 @@ func timeGet(ctx context.Context, name, url string, runs int) (timing, error) {
 		if err != nil {
 			return tm, fmt.Errorf("%s: %w", name, err)
 		}
-		if status != http.StatusOK {
-			return tm, fmt.Errorf("%s: GET %s answered %d", name, url, status)
+		if status != want {
+			return tm, fmt.Errorf("%s: GET %s answered %d, want %d", name, url, status, want)
 		}
 		if i == 0 {
 			tm.First = d
@@ -215,21 +220,32 @@ func timeGet(ctx context.Context, name, url string, runs int) (timing, error) {
 }
 
 // interactive times every request a person opens, runs times each.
+// The filters of the order listing include values no order has (no order
+// of this database is new, nor of another status or type), which walk the
+// most: the first page of each.
 func interactive(ctx context.Context, admin string, size, runs int) ([]timing, error) {
 	mid := merchantOrderID(size / 2)
-	reqs := []struct{ name, path string }{
-		{"GET /", "/"},
-		{"GET /?q=<prefix>", "/?q=" + url.QueryEscape(mid[:len(mid)-2])},
-		{"GET /v1/orders", "/v1/orders"},
-		{"GET /v1/orders?status=processing", "/v1/orders?status=processing"},
-		{"GET /v1/orders/{id}", "/v1/orders/" + url.PathEscape(mid)},
-		{"GET /v1/findings", "/v1/findings"},
-		{"GET /metrics", "/metrics"},
-		{"GET /readyz", "/readyz"},
+	reqs := []struct {
+		name, path string
+		want       int
+	}{
+		{"GET /", "/", http.StatusOK},
+		{"GET /?q=<prefix>", "/?q=" + url.QueryEscape(mid[:len(mid)-2]), http.StatusOK},
+		{"GET /v1/orders", "/v1/orders", http.StatusOK},
+		{"GET /v1/orders?status=processing", "/v1/orders?status=processing", http.StatusOK},
+		{"GET /v1/orders?status=new (none)", "/v1/orders?status=new", http.StatusOK},
+		{"GET /v1/orders?status=<no order's> (400)", "/v1/orders?status=refunded", http.StatusBadRequest},
+		{"GET /v1/orders?type=<no order's> (400)", "/v1/orders?type=transfer", http.StatusBadRequest},
+		{"GET /v1/orders?type=payout&status=rejected", "/v1/orders?type=payout&status=rejected", http.StatusOK},
+		{"GET /v1/orders?from=&to= (a year before)", "/v1/orders?from=2000-01-01T00:00:00Z&to=2001-01-01T00:00:00Z", http.StatusOK},
+		{"GET /v1/orders/{id}", "/v1/orders/" + url.PathEscape(mid), http.StatusOK},
+		{"GET /v1/findings", "/v1/findings", http.StatusOK},
+		{"GET /metrics", "/metrics", http.StatusOK},
+		{"GET /readyz", "/readyz", http.StatusOK},
 	}
 	var out []timing
 	for _, r := range reqs {
-		tm, err := timeGet(ctx, r.name, admin+r.path, runs)
+		tm, err := timeGetWant(ctx, r.name, admin+r.path, runs, r.want)
 		if err != nil {
 			return out, err
 		}
