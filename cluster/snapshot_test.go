@@ -47,9 +47,9 @@ type storedManifest struct {
 // the previous one if any.
 func pointed(t *testing.T, obj jetstream.ObjectStore) (names []string, ms []storedManifest) {
 	t.Helper()
-	raw, err := obj.GetBytes(t.Context(), "orderd.snapshot")
+	raw, err := getObject(t, obj, "orderd.snapshot")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pointer: %v", err)
 	}
 	var p struct{ Manifest, Previous string }
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -59,15 +59,7 @@ func pointed(t *testing.T, obj jetstream.ObjectStore) (names []string, ms []stor
 		if name == "" {
 			continue
 		}
-		// A replica may answer a moment behind the write.
-		var raw []byte
-		var err error
-		for try := 0; try < 10; try++ {
-			if raw, err = obj.GetBytes(t.Context(), name); !errors.Is(err, jetstream.ErrObjectNotFound) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		raw, err := getObject(t, obj, name)
 		if err != nil {
 			t.Fatalf("manifest %s: %v", name, err)
 		}
@@ -78,6 +70,20 @@ func pointed(t *testing.T, obj jetstream.ObjectStore) (names []string, ms []stor
 		names, ms = append(names, name), append(ms, m)
 	}
 	return names, ms
+}
+
+// getObject reads an object, again for a moment if it is not found: the
+// store's objects are read from any replica (direct gets), and one may
+// answer a moment behind the write.
+func getObject(t *testing.T, obj jetstream.ObjectStore, name string) ([]byte, error) {
+	t.Helper()
+	for try := 0; ; try++ {
+		raw, err := obj.GetBytes(t.Context(), name)
+		if !errors.Is(err, jetstream.ErrObjectNotFound) || try == 10 {
+			return raw, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // objectNames lists the snapshot store's objects, sorted.
@@ -202,7 +208,7 @@ func TestRestoreSnapshot_damaged(t *testing.T) {
 	obj := snapshotStore(t, a)
 	_, ms := pointed(t, obj)
 	pack := ms[0].Packs[0].Name
-	good, err := obj.GetBytes(t.Context(), pack)
+	good, err := getObject(t, obj, pack)
 	if err != nil {
 		t.Fatal(err)
 	}
