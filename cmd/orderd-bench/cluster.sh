@@ -22,6 +22,13 @@ N=${CLUSTER_N:-30000}
 PROFILE=${CLUSTER_PROFILE:-}
 # CLUSTER_PROFILE_OF=2 profiles the second instance instead.
 PROFILE_OF=${CLUSTER_PROFILE_OF:-1}
+# NATS_PROFILE=DIR: the profile round also takes a CPU profile of each
+# nats-server node (prof_port) into DIR as nats-N.cpu.pprof, and after the
+# run each node's JetStream report (jsz: streams, their leaders, message
+# counts and consumers' deliveries) as nats-N.jsz.json. Without
+# CLUSTER_PROFILE the instance's profiles go into DIR too.
+NATS_PROFILE=${NATS_PROFILE:-}
+if [ -n "$NATS_PROFILE" ] && [ -z "$PROFILE" ]; then PROFILE=$NATS_PROFILE; fi
 # SINGLE=1 (the default) measures single-node mode the same way afterwards
 # (orderd run with its embedded server, the same connections, its own
 # ceiling); BEFORE=REV also measures the single-node daemon built from
@@ -57,21 +64,35 @@ $GO build -o "$dir/nats-server" github.com/nats-io/nats-server/v2
 
 nports=()
 cports=()
+pports=()
+mports=()
 for _ in 1 2 3; do
 	nports+=("$(free_port)")
 	cports+=("$(free_port)")
+	if [ -n "$NATS_PROFILE" ]; then
+		pports+=("$(free_port)")
+		mports+=("$(free_port)")
+	fi
 done
 route_list="\"nats://127.0.0.1:${cports[0]}\", \"nats://127.0.0.1:${cports[1]}\", \"nats://127.0.0.1:${cports[2]}\""
 nats_url=""
 npids=""
+nprofs=""
 for i in 0 1 2; do
 	n=$((i + 1))
 	mkdir -p "$dir/nats-$n"
+	prof=""
+	if [ -n "$NATS_PROFILE" ]; then
+		prof="prof_port: ${pports[$i]}
+http: 127.0.0.1:${mports[$i]}"
+		nprofs="${nprofs:+$nprofs,}http://127.0.0.1:${pports[$i]}"
+	fi
 	cat >"$dir/nats-$n/nats.conf" <<CONF
 server_name: n$n
 host: 127.0.0.1
 port: ${nports[$i]}
 max_payload: 4MB
+$prof
 jetstream {
   store_dir: "$dir/nats-$n/js"
   sync_interval: always
@@ -141,10 +162,17 @@ echo "bench-cluster: 3 nats-server nodes (R3, sync_interval always) and 2 orderd
 
 "$dir/orderd-bench" -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
 	-raw-nats "$nats_url" -nats-pid "$npids" \
-	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE" -profile-of "$PROFILE_OF"}
+	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE" -profile-of "$PROFILE_OF"} ${nprofs:+-nats-prof "$nprofs"}
 for a in ${admins//,/ }; do
 	echo "bench-cluster: $a/v1/cluster: $(curl -fsS "$a/v1/cluster")"
 done
+if [ -n "$NATS_PROFILE" ]; then
+	mkdir -p "$NATS_PROFILE"
+	for i in 0 1 2; do
+		curl -fsS "http://127.0.0.1:${mports[$i]}/jsz?streams=true&consumers=true&config=true" >"$NATS_PROFILE/nats-$((i + 1)).jsz.json"
+	done
+	echo "bench-cluster: NATS CPU profiles and JetStream reports in $NATS_PROFILE (nats-N.cpu.pprof, nats-N.jsz.json)"
+fi
 
 # The cluster stops before single-node mode is measured on the same cores.
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done

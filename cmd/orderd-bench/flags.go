@@ -49,11 +49,12 @@ type options struct {
 	rawReplicas int
 	rawSize     int
 	natsPIDs    []int
+	natsProf    []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	var urls, admins, pids, rawNATS, natsPIDs string
+	var urls, admins, pids, rawNATS, natsPIDs, natsProf string
 	fs := flag.NewFlagSet("orderd-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "orderd `binary` to start (unless -url is given)")
@@ -85,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rawReplicas, "raw-replicas", 3, "replicas of the raw rounds' scratch stream")
 	fs.IntVar(&o.rawSize, "raw-size", 1200, "`bytes` of each raw publish")
 	fs.StringVar(&natsPIDs, "nats-pid", "", "comma-separated `PIDs` of the NATS servers on this machine: report their CPU per webhook and per raw publish")
+	fs.StringVar(&natsProf, "nats-prof", "", "with -profile: comma-separated base `URLs` of the NATS servers' prof_port (http://127.0.0.1:PORT); the profile round also takes each server's CPU profile, nats-N.cpu.pprof in the -profile directory")
 	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -94,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.urls = splitList(urls)
 	o.rawNATS = splitList(rawNATS)
+	o.natsProf = splitList(natsProf)
 	for _, p := range splitList(natsPIDs) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
@@ -126,6 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
 	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
 		return o, usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+	case len(o.natsProf) > 0 && o.profileDir == "":
+		return o, usagef("-nats-prof goes with -profile: the NATS servers are profiled during its round")
 	case o.profileOf < 1 || (len(o.admins) > 0 && o.profileOf > len(o.admins)) || (len(o.urls) == 0 && o.profileOf != 1):
 		return o, usagef("-profile-of %d: want 1 to the number of -admin URLs", o.profileOf)
 	case o.conns < 1 || o.threads < 1:

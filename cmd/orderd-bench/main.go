@@ -42,7 +42,7 @@
 //
 //	orderd-bench [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
 //	orderd-bench -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
-//	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N]
+//	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N [-nats-prof URL[,URL...]]]
 //	orderd-bench -explain DIR
 //
 // Exit status: 0 after a run, 1 when the run failed (a process did not

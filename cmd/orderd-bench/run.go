@@ -414,7 +414,7 @@ func (b *bench) profileRound(ctx context.Context, set corpusSet) (roundResult, e
 	admin := strings.TrimSuffix(b.admins[b.o.profileOf-1], "/")
 	secs := int((b.o.profileTime + time.Second - 1) / time.Second)
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errs := make([]error, 2+len(b.o.natsProf))
 	wg.Go(func() {
 		// wrk's connections are open and busy after a moment.
 		time.Sleep(500 * time.Millisecond)
@@ -425,6 +425,13 @@ func (b *bench) profileRound(ctx context.Context, set corpusSet) (roundResult, e
 		pw.Go(func() {
 			errs[1] = fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/allocs?seconds=%d", admin, secs), filepath.Join(b.o.profileDir, "allocs.pprof"), b.o.profileTime)
 		})
+		// The NATS servers over the same seconds: what the cluster's
+		// log, events stream, lease and consumers cost them.
+		for i, u := range b.o.natsProf {
+			pw.Go(func() {
+				errs[2+i] = fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(u, "/"), secs), filepath.Join(b.o.profileDir, fmt.Sprintf("nats-%d.cpu.pprof", i+1)), b.o.profileTime)
+			})
+		}
 		pw.Wait()
 	})
 	rr, err := b.daemonRound(ctx, "profile", 0, set, b.o.profileTime+2*time.Second)
