@@ -60,6 +60,10 @@ var errAckTimeout = errors.New("no ack within the publish timeout")
 type session struct {
 	cursor int64
 	marker *marker
+	// chunk is the run being assembled, kept from pass to pass: a pass
+	// woken by every commit would otherwise allocate BatchSize events'
+	// room (48 KiB with the defaults) for the few events it finds.
+	chunk []encoded
 }
 
 func (r *Relay) newSession(ctx context.Context) *session {
@@ -129,8 +133,13 @@ func (r *Relay) drain(ctx context.Context, ss *session, rescan bool) (acked int,
 	if err := r.prepare(ctx); err != nil {
 		return 0, err
 	}
-	p := pass{r: r, marker: ss.marker, busy: make(map[string]int), done: ss.cursor}
+	if ss.chunk == nil {
+		ss.chunk = make([]encoded, 0, r.cfg.BatchSize)
+	}
+	p := pass{r: r, marker: ss.marker, busy: make(map[string]int), done: ss.cursor, chunk: ss.chunk[:0]}
 	err = p.run(ctx)
+	// The events' bytes go to the collector once sent; the room stays.
+	clear(p.chunk[:cap(p.chunk)])
 	p.flushAcked()
 	ss.cursor = p.done
 	if ss.marker.failed() != nil {
@@ -164,6 +173,8 @@ type pass struct {
 	// done is the highest sequence up to which every event read is
 	// acknowledged or set aside.
 	done int64
+	// chunk is the session's room for the run being assembled (empty).
+	chunk []encoded
 }
 
 // inflight is one published event awaiting its ack.
@@ -208,7 +219,7 @@ func (p *pass) run(ctx context.Context) error {
 	}
 
 	next := read(p.done)
-	chunk := make([]encoded, 0, r.cfg.BatchSize)
+	chunk := p.chunk
 	for next != nil {
 		pg := <-next
 		next = nil
@@ -343,22 +354,34 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 		batchID := nuid.Next()
 		var commit jetstream.PubAckFuture
 		sent := time.Now()
+		// The messages before the commit share one Msg and its header:
+		// PublishMsg copies them into the connection's buffer before it
+		// returns. The commit, which the client keeps until its ack, has
+		// its own.
+		id, seq := []string{""}, []string{""}
+		shared := &nats.Msg{Header: nats.Header{
+			jetstream.MsgIDHeader: id,
+			"Nats-Batch-Id":       {batchID},
+			"Nats-Batch-Sequence": seq,
+		}}
 		for i, e := range part {
-			m := &nats.Msg{Subject: e.subject, Data: e.payload, Header: nats.Header{
-				jetstream.MsgIDHeader: {e.ev.ID},
-				"Nats-Batch-Id":       {batchID},
-				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
-			}}
 			if i < len(part)-1 {
+				shared.Subject, shared.Data = e.subject, e.payload
+				id[0], seq[0] = e.ev.ID, strconv.Itoa(i+1)
 				// Only the commit is acknowledged; a failure of an
 				// earlier message fails the commit.
-				if err := nc.PublishMsg(m); err != nil {
+				if err := nc.PublishMsg(shared); err != nil {
 					r.cfg.Metrics.failure(errKindNATS)
 					return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
 				}
 				continue
 			}
-			m.Header.Set("Nats-Batch-Commit", "1")
+			m := &nats.Msg{Subject: e.subject, Data: e.payload, Header: nats.Header{
+				jetstream.MsgIDHeader: {e.ev.ID},
+				"Nats-Batch-Id":       {batchID},
+				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
+				"Nats-Batch-Commit":   {"1"},
+			}}
 			var err error
 			if commit, err = r.js.PublishMsgAsync(m); err != nil {
 				r.cfg.Metrics.failure(errKindNATS)

@@ -171,6 +171,7 @@ if [ -n "$NATS_PROFILE" ]; then
 	for i in 0 1 2; do
 		curl -fsS "http://127.0.0.1:${mports[$i]}/jsz?streams=true&consumers=true&config=true" >"$NATS_PROFILE/nats-$((i + 1)).jsz.json"
 	done
+	"$dir/orderd-bench" -counts -raw-nats "$nats_url"
 	echo "bench-cluster: NATS CPU profiles and JetStream reports in $NATS_PROFILE (nats-N.cpu.pprof, nats-N.jsz.json)"
 fi
 

@@ -40,6 +40,7 @@ type options struct {
 	profileN    int
 	profileOf   int
 	explain     string
+	counts      bool
 	extraYAML   string
 	reuse       bool
 	rate        int
@@ -87,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rawSize, "raw-size", 1200, "`bytes` of each raw publish")
 	fs.StringVar(&natsPIDs, "nats-pid", "", "comma-separated `PIDs` of the NATS servers on this machine: report their CPU per webhook and per raw publish")
 	fs.StringVar(&natsProf, "nats-prof", "", "with -profile: comma-separated base `URLs` of the NATS servers' prof_port (http://127.0.0.1:PORT); the profile round also takes each server's CPU profile, nats-N.cpu.pprof in the -profile directory")
+	fs.BoolVar(&o.counts, "counts", false, "only read the replicated log and events streams (ORDERD_LOG, ORDERD) through -raw-nats and print their entries by command kind and their events by atomic batch")
 	fs.StringVar(&o.explain, "explain", "", "only print the breakdown of the profiles an earlier -profile run left in `directory`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -129,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
 	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
 		return o, usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+	case o.counts && len(o.rawNATS) == 0:
+		return o, usagef("-counts needs -raw-nats: the NATS servers to read the streams from")
 	case len(o.natsProf) > 0 && o.profileDir == "":
 		return o, usagef("-nats-prof goes with -profile: the NATS servers are profiled during its round")
 	case o.profileOf < 1 || (len(o.admins) > 0 && o.profileOf > len(o.admins)) || (len(o.urls) == 0 && o.profileOf != 1):

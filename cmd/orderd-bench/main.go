@@ -44,6 +44,7 @@
 //	orderd-bench -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
 //	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N [-nats-prof URL[,URL...]]]
 //	orderd-bench -explain DIR
+//	orderd-bench -counts -raw-nats URL[,URL...]
 //
 // Exit status: 0 after a run, 1 when the run failed (a process did not
 // start, wrk failed), 2 on a usage error. Answers other than 2xx and socket

@@ -41,6 +41,7 @@ func TestParseFlags_errors(t *testing.T) {
 		{[]string{"-raw-size", "0"}, "-raw-size between"},
 		{[]string{"-profile-of", "2"}, "-profile-of 2"},
 		{[]string{"-nats-prof", "http://127.0.0.1:3"}, "-nats-prof goes with -profile"},
+		{[]string{"-counts"}, "-counts needs -raw-nats"},
 		{[]string{"-url", "http://a/w", "-key", "k", "-admin", "http://a:1", "-profile-of", "2"}, "-profile-of 2"},
 	}
 	for _, tt := range tests {

@@ -62,6 +62,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
+	if o.counts {
+		return streamCounts(ctx, stdout, o.rawNATS, "ORDERD_LOG", "ORDERD")
+	}
 	if o.explain != "" {
 		return explain(stdout, o.explain)
 	}
