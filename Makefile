@@ -125,7 +125,8 @@ bench-daemon: deps build
 ## verify-only ceiling and raw R3 publishes on the same cluster (32
 ## publishers, each waiting for its PubAck; the ratio to them is printed)
 ## (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS, CLUSTER_ROUNDS,
-## CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE, CLUSTER_PROFILE_OF adjust
+## CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE, CLUSTER_PROFILE_OF,
+## NATS_PROFILE adjust
 ## it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh

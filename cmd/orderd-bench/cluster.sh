@@ -20,7 +20,9 @@ N=${CLUSTER_N:-30000}
 # CLUSTER_PROFILE=DIR: one more round while taking the first instance's
 # CPU and allocation profiles into DIR.
 PROFILE=${CLUSTER_PROFILE:-}
-# CLUSTER_PROFILE_OF=2 profiles the second instance instead.
+# CLUSTER_PROFILE_OF=2 profiles the second instance instead;
+# CLUSTER_PROFILE_OF=leader the one holding the lease at the start (the
+# one whose relay publishes the events).
 PROFILE_OF=${CLUSTER_PROFILE_OF:-1}
 # NATS_PROFILE=DIR: the profile round also takes a CPU profile of each
 # nats-server node (prof_port) into DIR as nats-N.cpu.pprof, and after the
@@ -159,6 +161,23 @@ for a in ${admins//,/ }; do
 	fi
 done
 echo "bench-cluster: 3 nats-server nodes (R3, sync_interval always) and 2 orderd instances ready"
+if [ "$PROFILE_OF" = leader ]; then
+	PROFILE_OF=""
+	for _ in $(seq 1 100); do
+		i=0
+		for a in ${admins//,/ }; do
+			i=$((i + 1))
+			if curl -fsS "$a/v1/cluster" | grep -q '"leading":true'; then PROFILE_OF=$i; fi
+		done
+		if [ -n "$PROFILE_OF" ]; then break; fi
+		sleep 0.1
+	done
+	if [ -z "$PROFILE_OF" ]; then
+		echo "bench-cluster: no instance holds the lease"
+		exit 1
+	fi
+	echo "bench-cluster: instance $PROFILE_OF leads; its profiles are taken"
+fi
 
 "$dir/orderd-bench" -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
 	-raw-nats "$nats_url" -nats-pid "$npids" \
