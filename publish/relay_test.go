@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -294,8 +295,25 @@ func TestRelay_RestartBeforeMark(t *testing.T) {
 			// All were pending at once, so they went as one atomic
 			// batch; the second relay's batch of the same events is
 			// refused as a whole and it must fall back to one by one.
-			if batches := byBatchID(streamMsgs(t, js, "ORDERD")); len(batches) != 1 || batches[""] != 0 {
+			firstMsgs := streamMsgs(t, js, "ORDERD")
+			if batches := byBatchID(firstMsgs); len(batches) != 1 || batches[""] != 0 {
 				t.Errorf("first relay's events by batch id: %v, want one batch of %d", batches, n)
+			}
+			// Each message of the batch carries its own event's id (the
+			// duplicate window's key) and its place in the batch.
+			for i, m := range firstMsgs {
+				var ev struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal(m.Data(), &ev); err != nil {
+					t.Fatal(err)
+				}
+				if got := m.Headers().Get(jetstream.MsgIDHeader); got != ev.ID || got == "" {
+					t.Errorf("message %d: Nats-Msg-Id %q, its event's id %q", i+1, got, ev.ID)
+				}
+				if got := m.Headers().Get("Nats-Batch-Sequence"); got != strconv.Itoa(i+1) {
+					t.Errorf("message %d: Nats-Batch-Sequence %q", i+1, got)
+				}
 			}
 
 			if tt.restartNATS {
