@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 
 	"orderd/store"
 )
@@ -95,6 +97,15 @@ func (rp *report) lines(ctx context.Context, fn func(*Line) error) error {
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(full)
+		// A panic here would end the daemon, since no handler's recovery
+		// reaches this goroutine: it fails this report instead, as one in
+		// the writing goroutine fails only its request.
+		defer func() {
+			if v := recover(); v != nil {
+				rp.r.log.Error("report: reading the orders panicked", "panic", v, "stack", string(debug.Stack()))
+				readErr <- fmt.Errorf("report: reading the orders: panic: %v", v)
+			}
+		}()
 		var b *orderBatch
 		send := func() error {
 			select {
