@@ -392,7 +392,7 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	for _, c := range cur {
 		head.Currencies = append(head.Currencies, newHTMLCurrency(c, rp.p))
-		head.Verdicts = append(head.Verdicts, newHTMLVerdict(c, vs[c.Currency]))
+		head.Verdicts = append(head.Verdicts, newHTMLVerdict(c, vs[c.Currency], r.htmlMax))
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	exec := func(name string, data any) error { return r.tmpl.ExecuteTemplate(bw, name, data) }

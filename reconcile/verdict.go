@@ -378,6 +378,9 @@ type htmlVerdict struct {
 	Expected, Residual                     string
 	ResidualBad                            bool
 	Breaks                                 []htmlBreak
+	// MoreBreaks: the breaks past the HTML report's cap, which the JSON
+	// report lists.
+	MoreBreaks int
 }
 
 type htmlBreak struct {
@@ -393,7 +396,11 @@ var verdictLabels = map[string][2]string{
 	VerdictIncomplete:            {"incomplete: a balance snapshot is missing", "unknown"},
 }
 
-func newHTMLVerdict(c *CurrencyTotals, v *Verdict) htmlVerdict {
+// newHTMLVerdict is v as the HTML report shows it. It lists at most
+// maxBreaks breaks, the first in priority order, and says how many more the
+// JSON report lists: a period with thousands of open findings keeps the
+// page readable and small.
+func newHTMLVerdict(c *CurrencyTotals, v *Verdict, maxBreaks int) htmlVerdict {
 	b := v.Bridge
 	dash := func(d *decimal.Decimal) string {
 		if d == nil {
@@ -417,7 +424,11 @@ func newHTMLVerdict(c *CurrencyTotals, v *Verdict) htmlVerdict {
 	if b.Closing != nil {
 		h.Closing, h.ClosingAt = money(b.Closing.Amount), b.Closing.TakenAt.Format("2006-01-02 15:04:05")
 	}
-	for _, br := range v.Breaks {
+	for i, br := range v.Breaks {
+		if i == maxBreaks {
+			h.MoreBreaks = len(v.Breaks) - maxBreaks
+			break
+		}
 		hb := htmlBreak{Break: br, Age: (time.Duration(br.AgeSeconds) * time.Second).String()}
 		if br.Amount != nil {
 			hb.Amount = money(*br.Amount) + " " + c.Currency

@@ -198,3 +198,42 @@ func TestReporter_WriteHTML_verdictFirst(t *testing.T) {
 		t.Errorf("the verdict is not above the summary (at %d, summary at %d)", v, s)
 	}
 }
+
+// TestReporter_WriteHTML_breaksCapped: the HTML verdict lists at most the
+// report's cap of breaks per currency, the highest priority first, and says
+// how many more the JSON report lists; the JSON report lists them all.
+func TestReporter_WriteHTML_breaksCapped(t *testing.T) {
+	e := reportEnv(t)
+	if n := len(e.jsonReport(reportDay).Currencies[0].Breaks); n != 2 {
+		t.Fatalf("the fixture has %d brl breaks, want 2", n)
+	}
+	r := reconcile.NewReporter(e.st, reconcile.ReportConfig{Now: e.clock.Now, HTMLMaxLines: 1})
+	var buf bytes.Buffer
+	if err := r.WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	// The cap holds per currency: brl's two breaks show as one and a
+	// count, the other currency's single break as itself.
+	if got := strings.Count(html, `<div class="break"><strong>`); got != 2 {
+		t.Errorf("%d breaks listed, want 2 (one in each currency's column)", got)
+	}
+	if got := strings.Count(html, `more: the JSON report lists every break`); got != 1 {
+		t.Errorf("%d notes of breaks left out, want 1 (brl's)", got)
+	}
+	for _, want := range []string{
+		`<strong>high</strong> balance_drift brl · 5.00 brl`,
+		`and 1 more: the JSON report lists every break`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	buf.Reset()
+	if err := e.reporter().WriteHTML(t.Context(), &buf, reportDay, reconcile.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "more: the JSON report lists every break") {
+		t.Error("under the cap, the report still says some breaks are left out")
+	}
+}
