@@ -53,6 +53,37 @@ func ParseAmount(s string) (decimal.Decimal, error) {
 	return decimal.NewFromString(s)
 }
 
+// ParseAmountBytes is ParseAmount for an amount's bytes, without their
+// string: the usual amount (digits, a point and digits, 18 digits at most)
+// is read as an integer and a scale, the same decimal ParseAmount gives;
+// any other goes to ParseAmount. A report reads millions of them.
+func ParseAmountBytes(b []byte) (decimal.Decimal, error) {
+	var (
+		v      int64
+		digits int
+		scale  int32
+		dot    bool
+	)
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v*10 + int64(c-'0')
+			digits++
+			if dot {
+				scale++
+			}
+		case c == '.' && !dot && i > 0 && i < len(b)-1:
+			dot = true
+		default:
+			return ParseAmount(string(b))
+		}
+	}
+	if digits == 0 || digits > 18 {
+		return ParseAmount(string(b))
+	}
+	return decimal.New(v, -scale), nil
+}
+
 // amountError is ParseAmount's refusal of s.
 type amountError struct {
 	s       string

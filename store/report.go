@@ -306,7 +306,7 @@ func (r *ReportAmountReader) Read(b []byte, a *ReportAmounts) error {
 			continue
 		}
 		amount, currency, _ := bytes.Cut(fields[i], []byte{0x1f})
-		d, err := parseAmount(amount)
+		d, err := provider.ParseAmountBytes(amount)
 		if err != nil {
 			return fmt.Errorf("amount columns: %w", err)
 		}
@@ -336,37 +336,6 @@ func (r *ReportAmountReader) Read(b []byte, a *ReportAmounts) error {
 		}
 	}
 	return nil
-}
-
-// parseAmount is provider.ParseAmount for an amount's bytes. The usual
-// amount (digits, a point and digits, 18 digits at most) is read here as
-// an integer and a scale, the same decimal ParseAmount gives; any other
-// goes to ParseAmount.
-func parseAmount(b []byte) (decimal.Decimal, error) {
-	var (
-		v      int64
-		digits int
-		scale  int32
-		dot    bool
-	)
-	for i, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v*10 + int64(c-'0')
-			digits++
-			if dot {
-				scale++
-			}
-		case c == '.' && !dot && i > 0 && i < len(b)-1:
-			dot = true
-		default:
-			return provider.ParseAmount(string(b))
-		}
-	}
-	if digits == 0 || digits > 18 {
-		return provider.ParseAmount(string(b))
-	}
-	return decimal.New(v, -scale), nil
 }
 
 // word returns b lowercased (as provider.NewMoney writes a currency) as a

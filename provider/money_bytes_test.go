@@ -1,4 +1,4 @@
-package store
+package provider_test
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"orderd/provider"
 )
 
-// TestParseAmount_matchesProvider: the report's reader of an amount column
-// gives the decimal provider.ParseAmount gives (value and scale, which the
-// report writes back), and refuses what it refuses.
-func TestParseAmount_matchesProvider(t *testing.T) {
+// TestParseAmountBytes_matchesParseAmount: the reader of an amount's bytes
+// (a report's amount columns) gives the decimal ParseAmount gives (value
+// and scale, which the report writes back), and refuses what it refuses.
+func TestParseAmountBytes_matchesParseAmount(t *testing.T) {
 	inputs := []string{"0", "0.00", "00.10", "5", "5.0", "100.00", "7.5", "0.001", "123456789012345678",
 		"12345678901234567.8", "1234567890123456789", "99999999999999999999.99", "1.", ".5", "-1.00", "+2",
 		"-.5", "1e5", "", "1.2.3", "12a", " 1", "0.000000000000000001"}
@@ -19,7 +19,7 @@ func TestParseAmount_matchesProvider(t *testing.T) {
 	}
 	for _, s := range inputs {
 		want, wantErr := provider.ParseAmount(s)
-		got, err := parseAmount([]byte(s))
+		got, err := provider.ParseAmountBytes([]byte(s))
 		if (err != nil) != (wantErr != nil) {
 			t.Errorf("%q: error %v, ParseAmount's %v", s, err, wantErr)
 			continue
