@@ -148,10 +148,7 @@ func createNewPrivate(path string) error {
 // integrity in full (CheckRestorable), so a damaged copy is refused there,
 // never applied.
 func CheckCopy(ctx context.Context, path string) (uint64, error) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
-	}
-	db, err := sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	db, err := openFile(path)
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 )
 
 // LogID returns the id of the replicated log this database follows, or ""
@@ -84,10 +83,7 @@ func (s *Store) StartLog(ctx context.Context, id string) (orders int64, err erro
 // ReadLogID returns the log id recorded in the database file at path
 // (a backup, say), read-only; "" when it records none.
 func ReadLogID(ctx context.Context, path string) (string, error) {
-	if _, err := os.Stat(path); err != nil {
-		return "", err
-	}
-	db, err := sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	db, err := openFile(path)
 	if err != nil {
 		return "", err
 	}

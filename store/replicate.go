@@ -293,10 +293,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 // integrity and returns the log sequence it has applied (0 for a
 // single-node database).
 func CheckBackup(ctx context.Context, path string) (uint64, error) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
-	}
-	db, err := sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	db, err := openFile(path)
 	if err != nil {
 		return 0, err
 	}

@@ -158,6 +158,15 @@ func pathDSN(path, query string) string {
 	return "file:" + r.Replace(path) + "?" + query
 }
 
+// openFile opens the database file at path (a backup, a copy), read-only
+// and query-only; a missing file is an error, never a new empty database.
+func openFile(path string) (*sql.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	return sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+}
+
 // writerDSN configures the write connection: WAL so readers never block the
 // writer, synchronous=FULL so a commit survives power loss, immediate
 // transactions so a transaction never has to upgrade its lock, foreign keys
