@@ -21,6 +21,9 @@ const (
 	// "Snapshots").
 	DefaultSnapshotReadRate = 32 << 20
 	DefaultLogMaxAge        = 168 * time.Hour
+	// DefaultDigestEvery is how many log sequences apart instances
+	// compare state digests unless cluster.digest_every says otherwise.
+	DefaultDigestEvery = 10000
 )
 
 // Config configures a Node.
@@ -41,6 +44,9 @@ type Config struct {
 	// SnapshotReadRate bounds how fast a snapshot reads the database (its
 	// copy and its hashing), in bytes a second; 0 reads at full speed.
 	SnapshotReadRate int64
+	// DigestEvery is how many log sequences apart the checkpoints are at
+	// which instances digest their state and compare (0: the default).
+	DigestEvery uint64
 	// MaxEntryBytes bounds one log entry (the server's max_payload less
 	// headroom); 0 means 1 MiB.
 	MaxEntryBytes int
@@ -68,6 +74,9 @@ func (c *Config) setDefaults() error {
 	if c.LogMaxAge == 0 {
 		c.LogMaxAge = DefaultLogMaxAge
 	}
+	if c.DigestEvery == 0 {
+		c.DigestEvery = DefaultDigestEvery
+	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = 1 << 20
 	}
@@ -87,6 +96,9 @@ func (c *Config) setDefaults() error {
 func (c *Config) subject() string { return "orderd_log." + strings.ToLower(c.LogStream) }
 func (c *Config) leaseBucket() string {
 	return strings.TrimSuffix(c.LogStream, "_LOG") + "_LEASE"
+}
+func (c *Config) digestBucket() string {
+	return strings.TrimSuffix(c.LogStream, "_LOG") + "_DIGESTS"
 }
 func (c *Config) snapshotBucket() string {
 	return strings.TrimSuffix(c.LogStream, "_LOG") + "_SNAPSHOTS"

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +18,162 @@ import (
 // quorum) and created again is another log with another id, and every
 // instance reads the same value from the stream it appends to.
 const logIDKey = "orderd_log_id"
+
+// seedKey marks a log stream whose seed has not finished: it holds the
+// id the seed will give the log. baseKey records, with the id, the state
+// the log starts from (a baseInfo). A seed sets both and removes seedKey
+// in its last step, so that a log's id and its base appear together.
+const (
+	seedKey = "orderd_log_seeding"
+	baseKey = "orderd_log_base"
+)
+
+// baseInfo is the state a seeded log starts from: the database that
+// orderd cluster seed wrote as the first snapshot.
+type baseInfo struct {
+	Seq    uint64 `json:"seq"`
+	SHA256 string `json:"sha256"`
+	Bytes  uint64 `json:"bytes"`
+	Orders int64  `json:"orders"`
+}
+
+// streamBase is the base a log stream records; ok is false for a log
+// that started empty (or was seeded by a release that recorded none).
+func streamBase(cfg jetstream.StreamConfig) (b baseInfo, ok bool) {
+	v := cfg.Metadata[baseKey]
+	if v == "" || json.Unmarshal([]byte(v), &b) != nil {
+		return baseInfo{}, false
+	}
+	return b, true
+}
+
+// SeedUnfinishedError is the refusal of a log whose seed did not finish.
+type SeedUnfinishedError struct {
+	Stream, Seed string
+}
+
+func (e *SeedUnfinishedError) Error() string {
+	return fmt.Sprintf("the log %s is being seeded (log %s) and its seed has not finished: no instance follows a log before its base snapshot is uploaded and checked. "+
+		"If no seed is running, run orderd cluster seed again with the database it was started from: it finishes or restarts it (docs/replicated-mode.md, Moving to replicated mode)",
+		e.Stream, e.Seed)
+}
+
+// UnprovenLogError is the refusal of a log stream that holds entries but
+// no id, by an instance that cannot prove it follows that log.
+type UnprovenLogError struct {
+	Stream string
+	// Why says what the proof lacked.
+	Why string
+}
+
+func (e *UnprovenLogError) Error() string {
+	return fmt.Sprintf("the log %s has no id and this instance cannot prove it follows it (%s); it writes nothing onto it. "+
+		"Start an instance whose database applied this log's entries first: it proves it by the hash of the last entry it applied and gives the log its id back. "+
+		"Or set the stream's metadata key %s to the log's id (the \"log\" of GET /v1/cluster on this log's instances) with the NATS CLI (docs/replicated-mode.md, A log without an id)",
+		e.Stream, e.Why, logIDKey)
+}
+
+// checkIdentity makes sure the database follows this log, and sets
+// n.logID. A log stream without an id gets one only from a proof:
+// proveLog. A database that records no log yet is to follow this one
+// (follow) when it is empty (a first start), or when it proved it
+// follows it. One with records that has applied no entry was written in
+// single-node mode and is refused: orderd cluster seed makes such a
+// database the start of a log. A database recording another log's id is
+// refused (*OtherLogError).
+func (n *Node) checkIdentity(ctx context.Context, info *jetstream.StreamInfo, seq uint64) (follow bool, err error) {
+	have, err := n.store.LogID(ctx)
+	if err != nil {
+		return false, fmt.Errorf("cluster: %w", err)
+	}
+	logID := streamLogID(info.Config)
+	if s := info.Config.Metadata[seedKey]; s != "" && logID == "" {
+		return false, &SeedUnfinishedError{Stream: n.cfg.LogStream, Seed: s}
+	}
+	if logID == "" {
+		id, err := n.proveLog(ctx, info, have, seq)
+		if err != nil {
+			return false, err
+		}
+		if logID, err = adoptLogID(ctx, n.js, n.stream, id); err != nil {
+			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
+		}
+		n.cfg.Logger.Warn("the log stream had no id; it has one now", "log", logID)
+	}
+	n.logID = logID
+	switch {
+	case have == logID:
+		return false, nil
+	case have != "":
+		return false, &OtherLogError{Database: have, Log: logID, Stream: n.cfg.LogStream}
+	case seq == 0:
+		// A database with records that never applied an entry was
+		// written in single-node mode: applying the log on top of it
+		// would give this instance records no other instance has.
+		has, err := n.store.HasRecords(ctx)
+		if err != nil {
+			return false, fmt.Errorf("cluster: %w", err)
+		}
+		if has {
+			return false, fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
+				"it was written in single-node mode; to move it to replicated mode, stop orderd and run orderd cluster seed on it "+
+				"before the log %s holds any entry (docs/replicated-mode.md, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
+		}
+	}
+	return true, nil
+}
+
+// proveLog decides the id of a log stream that has none, which only the
+// first start of an empty deployment or a proof may give: an empty stream
+// and an empty database start a new log; a stream with entries takes the
+// id of the log this instance proves it follows, by the hash of the entry
+// at its applied sequence, which must be the entry it applied. That is
+// also how a log written before logs had ids gets one. Any other instance
+// is refused (*UnprovenLogError).
+func (n *Node) proveLog(ctx context.Context, info *jetstream.StreamInfo, have string, seq uint64) (string, error) {
+	refuse := func(why string, args ...any) error {
+		return &UnprovenLogError{Stream: n.cfg.LogStream, Why: fmt.Sprintf(why, args...)}
+	}
+	if info.State.LastSeq == 0 {
+		has, err := n.store.HasRecords(ctx)
+		if err != nil {
+			return "", fmt.Errorf("cluster: %w", err)
+		}
+		if have != "" || seq != 0 || has {
+			return "", refuse("the log is empty, and this database is not: it follows log %s, applied %d entries", orNone(have), seq)
+		}
+		return newLogID(), nil
+	}
+	if seq == 0 {
+		return "", refuse("the log holds entries up to %d and this database has applied none of them", info.State.LastSeq)
+	}
+	if seq > info.State.LastSeq || seq < info.State.FirstSeq {
+		return "", refuse("this database applied up to entry %d, and the log holds entries %d to %d", seq, info.State.FirstSeq, info.State.LastSeq)
+	}
+	want, ok, err := n.store.EntryHash(ctx, seq)
+	if err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	if !ok {
+		return "", refuse("this database records no hash of entry %d, the last it applied (it was applied by an older release)", seq)
+	}
+	gctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	m, err := n.stream.GetMsg(gctx, seq)
+	if err != nil {
+		return "", fmt.Errorf("cluster: read log entry %d of %s: %w", seq, n.cfg.LogStream, err)
+	}
+	if got := msgHash(m); !bytes.Equal(got, want) {
+		return "", refuse("the log's entry %d has hash %x, and the entry %d this database applied has hash %x", seq, got[:8], seq, want[:8])
+	}
+	switch id := m.Header.Get(headerLogID); {
+	case have != "":
+		return have, nil
+	case id != "":
+		return id, nil
+	}
+	return newLogID(), nil
+}
 
 // headerLogID carries the id of the log an entry was appended to, so an
 // applier never applies an entry of another log, even one appended by an
@@ -136,14 +294,27 @@ func adoptLogID(ctx context.Context, js jetstream.JetStream, stream jetstream.St
 
 // setLogID records id in the stream's metadata, keeping the rest of sc.
 func setLogID(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, id string) error {
+	return updateMetadata(ctx, js, sc, map[string]string{logIDKey: id})
+}
+
+// updateMetadata sets the keys of set in the stream's metadata and removes
+// those of del, keeping the rest of sc, in one update.
+func updateMetadata(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, set map[string]string, del ...string) error {
 	md := map[string]string{}
 	for k, v := range sc.Metadata {
 		md[k] = v
 	}
-	md[logIDKey] = id
+	for _, k := range del {
+		delete(md, k)
+	}
+	for k, v := range set {
+		md[k] = v
+	}
 	sc.Metadata = md
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("record log id in stream %s: %w", sc.Name, err)
+		return fmt.Errorf("record metadata of stream %s: %w", sc.Name, err)
 	}
 	return nil
 }

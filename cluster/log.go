@@ -163,6 +163,13 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set(headerNode, n.cfg.Node)
 	msg.Header.Set(headerLogID, n.logID)
+	// The entry links to the last one this instance applied: every
+	// applier checks the link against the entry it applied there.
+	prev := ""
+	if hd := n.head.Load(); hd != nil && hd.hash != nil {
+		prev = link{seq: hd.seq, hash: hd.hash}.String()
+		msg.Header.Set(headerPrev, prev)
+	}
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	ack, err := n.js.PublishMsg(actx, msg)
@@ -188,7 +195,7 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	// from here when it is the next to apply, instead of waiting for the
 	// log's consumer to bring it back: the same bytes, one hop sooner.
 	select {
-	case n.acked <- logMsg{seq: ack.Sequence, id: id, logID: n.logID, data: b, own: true}:
+	case n.acked <- logMsg{seq: ack.Sequence, id: id, logID: n.logID, prev: prev, data: b, own: true}:
 	default:
 		// The applier is behind; the consumer brings the entry.
 	}
@@ -201,6 +208,7 @@ type logMsg struct {
 	pending uint64 // the log's entries after it (from the consumer only)
 	id      string // the message id
 	logID   string // the log its appender followed
+	prev    string // its link (headerPrev)
 	data    []byte
 	own     bool
 }
@@ -223,7 +231,7 @@ func consumerMsg(msg jetstream.Msg) (logMsg, error) {
 	h := msg.Headers()
 	return logMsg{
 		seq: meta.Sequence.Stream, pending: meta.NumPending,
-		id: h.Get(jetstream.MsgIDHeader), logID: h.Get(headerLogID), data: msg.Data(),
+		id: h.Get(jetstream.MsgIDHeader), logID: h.Get(headerLogID), prev: h.Get(headerPrev), data: msg.Data(),
 	}, nil
 }
 
@@ -234,6 +242,11 @@ func (n *Node) applyLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := n.follow(ctx)
 		if ctx.Err() != nil {
+			return
+		}
+		var ve *VerifyError
+		if errors.As(err, &ve) {
+			n.failVerify(ve)
 			return
 		}
 		if errors.Is(err, errFatal) {
@@ -358,6 +371,9 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 	entries := make([]store.LogEntry, 0, len(msgs))
 	ids := make([]string, 0, len(msgs))
 	pending, fromConsumer := uint64(0), false
+	// A failed check stops the batch there: the entries before it are
+	// applied, then the applier stops.
+	var verr error
 	for _, msg := range msgs {
 		seq := msg.seq
 		next := applied + 1 + uint64(len(entries))
@@ -367,11 +383,33 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 		case seq != next && msg.own:
 			continue
 		case seq != next:
-			return fmt.Errorf("%w: %w: the log continues at %d after %d (trimmed past this database)", errFatal, store.ErrLogGap, seq, next-1)
+			verr = &VerifyError{Stream: n.cfg.LogStream, Seq: seq, Applied: next - 1, gap: true,
+				Problem: fmt.Sprintf("the log continues at %d after %d: entries %d to %d are missing (deleted, lost, or aged out of the log before this instance applied them)", seq, next-1, next, seq-1)}
+		}
+		if verr != nil {
+			break
+		}
+		hash := entryHash(seq, msg.id, msg.logID, msg.prev, msg.data)
+		foreign := msg.logID != "" && msg.logID != n.logID
+		if foreign {
+			// Its link names an entry of the other log.
+		} else if err := checkLink(n.cfg.LogStream, seq, applied, msg.prev, func(p uint64) ([]byte, bool) {
+			if p > applied {
+				// An entry of this batch.
+				return entries[p-applied-1].Hash, true
+			}
+			return n.ring.get(p)
+		}); err != nil {
+			var ve *VerifyError
+			if errors.As(err, &ve) {
+				ve.Applied = next - 1
+			}
+			verr = err
+			break
 		}
 		var ops []store.Op
 		var err error
-		if id := msg.logID; id != "" && id != n.logID {
+		if id := msg.logID; foreign {
 			// Appended by an instance that follows another log under
 			// this stream's name (the log was lost and seeded anew).
 			if err := n.foreignEntry(ctx, seq, id); err != nil {
@@ -382,15 +420,42 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 		} else if ops, err = store.DecodeOps(msg.data); err != nil {
 			return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
 		}
-		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops})
+		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops, Hash: hash})
 		ids = append(ids, msg.id)
 		if !msg.own {
 			pending, fromConsumer = msg.pending, true
 		}
 	}
 	if len(entries) == 0 {
-		return nil
+		return verr
 	}
+	// A checkpoint ends a transaction, so that its digest reads the
+	// state right after its entry.
+	for len(entries) > 0 {
+		k := len(entries)
+		for i, e := range entries {
+			if n.isCheckpoint(e.Seq) {
+				k = i + 1
+				break
+			}
+		}
+		if err := n.commit(ctx, entries[:k], ids[:k]); err != nil {
+			return err
+		}
+		if last := entries[k-1].Seq; n.isCheckpoint(last) {
+			n.checkpoint(ctx, last)
+		}
+		entries, ids = entries[k:], ids[k:]
+	}
+	if fromConsumer {
+		n.m.lag.Set(float64(pending))
+	}
+	return verr
+}
+
+// commit applies consecutive entries in one transaction and answers their
+// callers.
+func (n *Node) commit(ctx context.Context, entries []store.LogEntry, ids []string) error {
 	var res [][]store.OpResult
 	var err error
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
@@ -417,6 +482,10 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 		}
 	}
 	last := entries[len(entries)-1].Seq
+	for _, e := range entries {
+		n.ring.put(e.Seq, e.Hash)
+	}
+	n.head.Store(&head{seq: last, hash: entries[len(entries)-1].Hash})
 	n.mu.Lock()
 	n.applied.Store(last)
 	close(n.appliedCh)
@@ -428,9 +497,6 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 	}
 	n.mu.Unlock()
 	n.m.applied.Set(float64(last))
-	if fromConsumer {
-		n.m.lag.Set(float64(pending))
-	}
 	for i, e := range waiting {
 		if e != nil {
 			e.finish(res[i], nil)

@@ -13,6 +13,11 @@ type metrics struct {
 	applyErrors    prometheus.Counter
 	snapshotErrors prometheus.Counter
 	foreignEntries prometheus.Counter
+	verifyFailures prometheus.Counter
+	// digestMismatch is 1 while instances' digests at a checkpoint
+	// differ.
+	digestMismatch prometheus.Gauge
+	agreedSeq      prometheus.Gauge
 	// snapshotUploaded counts what snapshots wrote to the snapshot
 	// store, against orderd_snapshot_seq's database: the cost of
 	// snapshots as the database grows.
@@ -40,12 +45,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Snapshots the leader failed to write."}),
 		foreignEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_foreign_entries_total",
 			Help: "Log entries of another log (appended by an instance following a replaced log) skipped unapplied."}),
+		verifyFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_log_verify_failures_total",
+			Help: "Times the log failed verification (a gap, an entry that does not chain, an entry replaced or gone, a log below the applied sequence); the applier stops on the first."}),
+		digestMismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_replica_digest_mismatch",
+			Help: "1 while the state digests of two instances at the same log sequence differ, else 0."}),
+		agreedSeq: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_replica_agreed_seq",
+			Help: "Last log sequence at which every instance's state digest matched."}),
 		snapshotUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_uploaded_bytes_total",
 			Help: "Bytes this instance's snapshots wrote to the snapshot store (changed chunks and manifests)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors,
-			m.foreignEntries, m.snapshotUploaded)
+			m.foreignEntries, m.snapshotUploaded, m.verifyFailures, m.digestMismatch, m.agreedSeq)
 	}
 	return m
 }

@@ -32,6 +32,9 @@ type Node struct {
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
 	obj    jetstream.ObjectStore
+	// dkv is the digests bucket: checkpoint digests and members.
+	dkv jetstream.KeyValue
+	dg  digests
 	// logID is the id of the log this node follows: the log stream's,
 	// which its database records.
 	logID string
@@ -47,6 +50,10 @@ type Node struct {
 
 	applied   atomic.Uint64 // last applied log sequence
 	appliedCh chan struct{} // closed and replaced on each apply
+	// head is the last applied entry and its hash; ring the hashes of
+	// the entries before it (the applier's alone).
+	head atomic.Pointer[head]
+	ring *hashRing
 	fatal     atomic.Pointer[error]
 
 	lease lease
@@ -87,9 +94,13 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 		waiters:   map[string]*entry{},
 		appliedCh: make(chan struct{}),
 		closed:    make(chan struct{}),
+		ring:      newHashRing(),
 	}
 	n.m = newMetrics(cfg.Registerer)
-	if err := n.provision(ctx, newLogID()); err != nil {
+	if err := checkServerVersion(nc); err != nil {
+		return nil, err
+	}
+	if err := n.provision(ctx, map[string]string{logIDKey: newLogID()}); err != nil {
 		return nil, err
 	}
 	if err := n.checkSettings(ctx); err != nil {
@@ -99,13 +110,25 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, err
 	}
-	follow, err := n.checkIdentity(ctx, seq)
+	info, err := n.streamInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	follow, err := n.checkIdentity(ctx, info, seq)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.checkAssets(ctx, seq); err != nil {
+	hd := head{seq: seq}
+	if hd.hash, _, err = st.EntryHash(ctx, seq); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := n.checkHolds(ctx, info, hd); err != nil {
 		return nil, err
 	}
+	if err := n.loadRing(ctx, seq); err != nil {
+		return nil, err
+	}
+	n.head.Store(&hd)
 	if follow {
 		// Recorded only once every check passed: a refused database
 		// stays as it was.
@@ -118,85 +141,20 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	return n, nil
 }
 
-// checkIdentity makes sure the database follows this log, and sets
-// n.logID. A database that records no log yet is to follow this one
-// (follow) when it is empty (a first start), or when it has applied
-// entries (written before logs had ids). One with records that has applied
-// no entry was written in single-node mode and is refused: orderd cluster
-// seed makes such a database the start of a log. A database recording
-// another log's id is refused (*OtherLogError).
-func (n *Node) checkIdentity(ctx context.Context, seq uint64) (follow bool, err error) {
-	have, err := n.store.LogID(ctx)
-	if err != nil {
-		return false, fmt.Errorf("cluster: %w", err)
-	}
-	logID := streamLogID(n.stream.CachedInfo().Config)
-	if logID == "" {
-		// A log created by an older orderd, or one whose metadata an
-		// edit dropped: it takes the id this database follows, if any,
-		// so that the databases of the log are not all refused.
-		id := have
-		if id == "" {
-			id = newLogID()
-		}
-		if logID, err = adoptLogID(ctx, n.js, n.stream, id); err != nil {
-			return false, fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
-		}
-		n.cfg.Logger.Warn("the log stream had no id; it has one now", "log", logID)
-	}
-	n.logID = logID
-	switch {
-	case have == logID:
-		return false, nil
-	case have != "":
-		return false, &OtherLogError{Database: have, Log: logID, Stream: n.cfg.LogStream}
-	case seq == 0:
-		// A database with records that never applied an entry was
-		// written in single-node mode: applying the log on top of it
-		// would give this instance records no other instance has.
-		has, err := n.store.HasRecords(ctx)
-		if err != nil {
-			return false, fmt.Errorf("cluster: %w", err)
-		}
-		if has {
-			return false, fmt.Errorf("cluster: the database at store.path holds records but follows no log: "+
-				"it was written in single-node mode; to move it to replicated mode, stop orderd and run orderd cluster seed on it "+
-				"before the log %s holds any entry (docs/replicated-mode.md, Moving to replicated mode), or start this instance on an empty disk", n.cfg.LogStream)
-		}
-	}
-	return true, nil
-}
-
-// checkAssets refuses a database that has applied more of a log than the
-// log holds (it belongs to another log: its applier would wait for ever).
-func (n *Node) checkAssets(ctx context.Context, applied uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	info, err := n.stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster: log stream %s: %w", n.cfg.LogStream, err)
-	}
-	if applied > info.State.LastSeq {
-		return fmt.Errorf("cluster: the database has applied log entry %d but the log %s ends at %d: it comes from another log; move it away (with its -wal and -shm files) and start on an empty disk",
-			applied, n.cfg.LogStream, info.State.LastSeq)
-	}
-	return nil
-}
-
 // provision finds or creates the JetStream assets. Each is looked up
 // before it is created: instances starting together must not race to
 // create with different answers.
 //
-// A log stream it creates gets the id newID. The assets it finds keep
+// A log stream it creates gets the metadata (its id, or a seed's mark). The assets it finds keep
 // their settings: checkSettings compares them with this instance's.
-func (n *Node) provision(ctx context.Context, newID string) error {
+func (n *Node) provision(ctx context.Context, metadata map[string]string) error {
 	c := n.cfg
 	var err error
 	n.stream, err = ensure(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return n.js.Stream(ctx, c.LogStream)
 	}, func(ctx context.Context) (jetstream.Stream, error) {
 		return n.js.CreateStream(ctx, jetstream.StreamConfig{
-			Metadata:    map[string]string{logIDKey: newID},
+			Metadata:    metadata,
 			Name:        c.LogStream,
 			Description: "orderd's replicated log: every store write, in order",
 			Subjects:    []string{c.subject()},
@@ -232,6 +190,17 @@ func (n *Node) provision(ctx context.Context, newID string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot store %s: %w%s", c.snapshotBucket(), err, placementHint(err))
+	}
+	n.dkv, err = ensure(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return n.js.KeyValue(ctx, c.digestBucket())
+	}, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return n.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.digestBucket(), Description: "orderd's instances and their state digests at checkpoints",
+			History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, TTL: c.LogMaxAge,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: digests bucket %s: %w%s", c.digestBucket(), err, placementHint(err))
 	}
 	return nil
 }
@@ -422,6 +391,8 @@ func (n *Node) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 // lagLoop keeps orderd_log_lag current also when nothing is being
 // applied (an applier that stopped, or waits for an entry that never
 // comes): every few seconds, the log's last sequence less the applied one.
+// It also checks, as often, that the log still holds the entry this
+// instance applied last and reaches its sequence (checkHolds).
 func (n *Node) lagLoop(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -431,7 +402,21 @@ func (n *Node) lagLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// The head is read before the log: an entry applied meanwhile
+		// is in the log already.
+		hd := n.head.Load()
+		n.report(ctx)
+		n.compareDigests(ctx)
 		if info, err := n.streamInfo(ctx); err == nil {
+			if hd != nil && n.Fatal() == nil {
+				// The log still holds what this instance applied.
+				var ve *VerifyError
+				if err := n.checkHolds(ctx, info, *hd); errors.As(err, &ve) {
+					n.failVerify(ve)
+				} else if err != nil && ctx.Err() == nil {
+					n.cfg.Logger.Info("could not re-read the last applied log entry", "seq", hd.seq, "err", err)
+				}
+			}
 			if id := streamLogID(info.Config); id != n.logID && id != "" {
 				// The log was replaced under this instance (lost and
 				// seeded anew): nothing more of it may be applied here.

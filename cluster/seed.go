@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,13 +41,18 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	if err := cfg.setDefaults(); err != nil {
 		return SeedResult{}, err
 	}
+	if err := checkServerVersion(nc); err != nil {
+		return SeedResult{}, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("cluster: %w", err)
 	}
 	n := &Node{cfg: cfg, nc: nc, js: js, store: st}
 	id := newLogID()
-	if err := n.provision(ctx, id); err != nil {
+	// A log stream created here is marked as a seed from its first
+	// moment: no instance follows it before the last step below.
+	if err := n.provision(ctx, map[string]string{seedKey: id}); err != nil {
 		return SeedResult{}, err
 	}
 	if err := n.checkSettings(ctx); err != nil {
@@ -59,7 +67,16 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 			"when that log is lost for good, stop every instance and delete the stream, the lease bucket %s and the snapshot store %s first (docs/replicated-mode.md, When the log is lost)",
 			ErrLogNotEmpty, cfg.LogStream, last, orNone(streamLogID(info.Config)), cfg.leaseBucket(), cfg.snapshotBucket())
 	}
-	if si, ok, err := n.LatestSnapshot(ctx); err != nil {
+	if prev := info.Config.Metadata[seedKey]; prev != "" && streamLogID(info.Config) == "" {
+		// A seed that did not finish: no instance follows its log, so
+		// what it put in the snapshot store is no instance's base. It
+		// starts again from the beginning.
+		removed, err := purgeSnapshots(ctx, n.obj)
+		if err != nil {
+			return SeedResult{}, fmt.Errorf("cluster: snapshot store %s: remove the unfinished seed's snapshot: %w", cfg.snapshotBucket(), err)
+		}
+		cfg.Logger.Warn("restarting a seed that did not finish", "unfinished_log", prev, "removed_objects", removed)
+	} else if si, ok, err := n.LatestSnapshot(ctx); err != nil {
 		return SeedResult{}, fmt.Errorf("cluster: snapshot store %s: %w", cfg.snapshotBucket(), err)
 	} else if ok {
 		return SeedResult{}, fmt.Errorf("%w: the snapshot store %s holds a snapshot (sequence %d, taken %s by %s): instances restore it; "+
@@ -72,15 +89,12 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 		return SeedResult{}, fmt.Errorf("%w: instance %s holds the lease in %s: it runs on this log; stop every instance before seeding",
 			ErrLogNotEmpty, holder, cfg.leaseBucket())
 	}
-	if streamLogID(info.Config) != id {
-		// An empty log created earlier (by an instance, or a seed that
-		// did not finish) becomes the new log.
-		actx, cancel := context.WithTimeout(ctx, apiTimeout)
-		err := setLogID(actx, js, info.Config, id)
-		cancel()
-		if err != nil {
-			return SeedResult{}, fmt.Errorf("cluster: %w", err)
-		}
+	removeSeedFiles(st.Path())
+	// The log is marked as a seed in progress, without an id: an empty
+	// log an instance created earlier becomes the new log, and every
+	// instance refuses it until the seed finishes.
+	if err := updateMetadata(ctx, js, info.Config, map[string]string{seedKey: id}, logIDKey, baseKey); err != nil {
+		return SeedResult{}, fmt.Errorf("cluster: %w", err)
 	}
 	orders, err := st.StartLog(ctx, id)
 	if err != nil {
@@ -88,7 +102,7 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	}
 	// A page-for-page copy, as the leader's snapshots take: the first of
 	// them then finds most of its chunks in the store already.
-	tmp := st.Path() + ".seed-" + nuid.Next()
+	tmp := st.Path() + seedFileInfix + nuid.Next()
 	defer os.Remove(tmp)
 	if err := st.Copy(ctx, tmp); err != nil {
 		return SeedResult{}, err
@@ -97,8 +111,106 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	if err != nil {
 		return SeedResult{}, err
 	}
+	os.Remove(tmp)
+	base, err := readBack(ctx, n.obj, st.Path(), id)
+	if err != nil {
+		return SeedResult{}, fmt.Errorf("cluster: the seed's snapshot, read back from %s: %w", cfg.snapshotBucket(), err)
+	}
+	base.Orders = orders
+	if err := finishSeed(ctx, n, id, base); err != nil {
+		return SeedResult{}, err
+	}
 	cfg.Logger.Info("log seeded", "log", id, "orders", orders, "snapshot_bytes", si.Bytes)
 	return SeedResult{Log: id, Orders: orders, Snapshot: si}, nil
+}
+
+// seedFileInfix names a seed's temporary files: the database's path,
+// this, and a unique suffix.
+const seedFileInfix = ".seed-"
+
+// removeSeedFiles removes the temporary files of seeds of the database
+// at path that were killed before they could.
+func removeSeedFiles(path string) {
+	old, _ := filepath.Glob(path + seedFileInfix + "*")
+	for _, f := range old {
+		os.Remove(f)
+	}
+}
+
+// readBack fetches the newest snapshot into a temporary file beside
+// dbPath, as an instance on an empty disk would, checks it (every pack,
+// chunk and the whole file against the manifest, then the database) and
+// that it is the start of log id, and returns the base it is.
+func readBack(ctx context.Context, obj jetstream.ObjectStore, dbPath, id string) (baseInfo, error) {
+	tmp := dbPath + seedFileInfix + "check-" + nuid.Next()
+	defer os.Remove(tmp)
+	if err := fetchChunked(ctx, obj, tmp); err != nil {
+		return baseInfo{}, err
+	}
+	seq, err := store.CheckBackup(ctx, tmp)
+	if err != nil {
+		return baseInfo{}, err
+	}
+	if seq != 0 {
+		return baseInfo{}, fmt.Errorf("it holds applied sequence %d, not 0", seq)
+	}
+	if got, err := store.ReadLogID(ctx, tmp); err != nil {
+		return baseInfo{}, err
+	} else if got != id {
+		return baseInfo{}, fmt.Errorf("it follows log %s, not %s", orNone(got), id)
+	}
+	_, m, err := readLatest(ctx, obj)
+	if err != nil {
+		return baseInfo{}, err
+	}
+	if m == nil {
+		return baseInfo{}, errors.New("its manifest cannot be read")
+	}
+	return baseInfo{Seq: 0, SHA256: m.SHA256, Bytes: m.Bytes}, nil
+}
+
+// finishSeed is the seed's last step: the log's id and its base appear
+// together, in one update of the stream, provided the stream is still
+// this seed's and still empty.
+func finishSeed(ctx context.Context, n *Node, id string, base baseInfo) error {
+	info, err := n.streamInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if got := info.Config.Metadata[seedKey]; got != id || info.State.LastSeq > 0 {
+		return fmt.Errorf("cluster: the log stream %s changed while it was seeded (seed %s, entries up to %d): another seed ran; run orderd cluster seed again",
+			n.cfg.LogStream, orNone(got), info.State.LastSeq)
+	}
+	b, err := json.Marshal(base)
+	if err != nil {
+		return err
+	}
+	if err := updateMetadata(ctx, n.js, info.Config, map[string]string{logIDKey: id, baseKey: string(b)}, seedKey); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// purgeSnapshots removes every object of the snapshot store.
+func purgeSnapshots(ctx context.Context, obj jetstream.ObjectStore) (int, error) {
+	lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	infos, err := obj.List(lctx)
+	cancel()
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, oi := range infos {
+		dctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		err := obj.Delete(dctx, oi.Name)
+		cancel()
+		if err != nil && !isNotFound(err) {
+			return 0, fmt.Errorf("delete %s: %w", oi.Name, err)
+		}
+	}
+	return len(infos), nil
 }
 
 func orNone(id string) string {

@@ -679,9 +679,43 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return SnapshotInfo{}, false, nil
 	}
+	if err := checkServerVersion(nc); err != nil {
+		return SnapshotInfo{}, false, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return SnapshotInfo{}, false, err
+	}
+	// The log says whether this disk may start empty: not while its
+	// seed is unfinished, nor when it starts from a base (a seed) or no
+	// longer from its first entry, unless a snapshot is restored.
+	stream, err := ensure(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		s, err := js.Stream(ctx, cfg.LogStream)
+		if isNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.Info(ctx)
+	}, func(ctx context.Context) (*jetstream.StreamInfo, error) { return nil, nil })
+	if err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("log stream %s: %w", cfg.LogStream, err)
+	}
+	needBase := ""
+	if stream != nil {
+		if s := stream.Config.Metadata[seedKey]; s != "" && streamLogID(stream.Config) == "" {
+			return SnapshotInfo{}, false, &SeedUnfinishedError{Stream: cfg.LogStream, Seed: s}
+		}
+		if b, ok := streamBase(stream.Config); ok {
+			needBase = fmt.Sprintf("the log %s starts from a seeded database of %d orders (snapshot at sequence %d, SHA-256 %.16s…)", cfg.LogStream, b.Orders, b.Seq, b.SHA256)
+		} else if stream.State.FirstSeq > 1 {
+			needBase = fmt.Sprintf("the log %s no longer holds its entries before %d", cfg.LogStream, stream.State.FirstSeq)
+		}
+	}
+	noBase := func(why string) error {
+		return fmt.Errorf("%s, and the snapshot store %s %s: an empty disk cannot start on this log without it (applying the log onto an empty database would give this instance a state no other has); "+
+			"restore the snapshot store, or start this instance from a backup or another instance's database (docs/replicated-mode.md, Replacing an instance)", needBase, cfg.snapshotBucket(), why)
 	}
 	obj, err := ensure(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		o, err := js.ObjectStore(ctx, cfg.snapshotBucket())
@@ -690,8 +724,14 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 		}
 		return o, err
 	}, func(ctx context.Context) (jetstream.ObjectStore, error) { return nil, nil })
-	if err != nil || obj == nil {
-		return SnapshotInfo{}, false, err
+	if err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("snapshot store %s: %w", cfg.snapshotBucket(), err)
+	}
+	if obj == nil {
+		if needBase != "" {
+			return SnapshotInfo{}, false, noBase("does not exist")
+		}
+		return SnapshotInfo{}, false, nil
 	}
 	tmp := path + ".restore"
 	os.Remove(tmp)
@@ -701,8 +741,14 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 	// needs. It then starts over from the newest.
 	for attempt := 0; ; attempt++ {
 		oi, err := waitLatest(ctx, obj)
-		if err != nil || oi == nil {
-			return SnapshotInfo{}, false, err
+		if err != nil {
+			return SnapshotInfo{}, false, fmt.Errorf("snapshot store %s: %w", cfg.snapshotBucket(), err)
+		}
+		if oi == nil {
+			if needBase != "" {
+				return SnapshotInfo{}, false, noBase("holds no snapshot")
+			}
+			return SnapshotInfo{}, false, nil
 		}
 		si = snapshotInfo(oi)
 		if oi.Name == legacyName {
@@ -718,7 +764,7 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 			}
 		}
 		if err != nil {
-			return SnapshotInfo{}, false, err
+			return SnapshotInfo{}, false, fmt.Errorf("snapshot store %s: %w", cfg.snapshotBucket(), err)
 		}
 		break
 	}

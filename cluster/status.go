@@ -22,6 +22,18 @@ type Status struct {
 	AppliedSeq uint64        `json:"appliedSeq"`
 	Lag        uint64        `json:"lag"`
 	Snapshot   *SnapshotInfo `json:"snapshot"`
+	// AgreedSeq is the last log sequence at which every instance's
+	// state digest matched (0 before the first such checkpoint).
+	AgreedSeq uint64 `json:"agreedSeq"`
+	// DigestEvery is how many log sequences apart the checkpoints are;
+	// Digest this instance's newest checkpoint digest.
+	DigestEvery uint64        `json:"digestEvery"`
+	Digest      *DigestRecord `json:"digest,omitempty"`
+	// Divergence describes a standing mismatch of digests.
+	Divergence string `json:"divergence,omitempty"`
+	// Members are the instances that reported to the digests bucket,
+	// with their applied sequences.
+	Members []Member `json:"members"`
 	// Error says why this instance cannot follow the log, if it cannot.
 	Error string `json:"error,omitempty"`
 }
@@ -29,7 +41,9 @@ type Status struct {
 // Status describes the cluster as this node sees it. What cannot be read
 // (no quorum) is left zero and named in Error.
 func (n *Node) Status(ctx context.Context) Status {
-	st := Status{Node: n.cfg.Node, Log: n.logID, Leading: n.Leading(), AppliedSeq: n.AppliedSeq()}
+	ds := n.digestStatus()
+	st := Status{Node: n.cfg.Node, Log: n.logID, Leading: n.Leading(), AppliedSeq: n.AppliedSeq(),
+		AgreedSeq: ds.AgreedSeq, DigestEvery: n.cfg.DigestEvery, Digest: ds.Last, Divergence: ds.Mismatch, Members: []Member{}}
 	var errs []string
 	if err := n.Fatal(); err != nil {
 		errs = append(errs, err.Error())
@@ -51,6 +65,11 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.Snapshot = &si
 	} else if err != nil {
 		errs = append(errs, "snapshots: "+err.Error())
+	}
+	if ms, err := n.Members(ctx); err == nil && ms != nil {
+		st.Members = ms
+	} else if err != nil {
+		errs = append(errs, "members: "+err.Error())
 	}
 	for i, e := range errs {
 		if i > 0 {

@@ -72,6 +72,9 @@ func (s *Store) StartLog(ctx context.Context, id string) (orders int64, err erro
 		if _, err := tx.Exec(`DELETE FROM store_meta WHERE key = ?`, appliedSeqKey); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(`DELETE FROM log_entries`); err != nil {
+			return err
+		}
 		return tx.QueryRow(`SELECT count(*) FROM orders`).Scan(&orders)
 	}, false)
 	if err != nil {

@@ -32,7 +32,16 @@ var (
 type LogEntry struct {
 	Seq uint64
 	Ops []Op
+	// Hash is the entry's hash as the log's follower computed it (nil
+	// records none): kept with the applied sequence, so that the entry
+	// can be compared with the log later (EntryHash).
+	Hash []byte
 }
+
+// keptEntryHashes is how many of the most recent entries' hashes a
+// database keeps: enough to check an entry's link to any entry a lagging
+// appender can name, and a few kilobytes of pages.
+const keptEntryHashes = 1 << 16
 
 // ApplyLog applies one entry of the replicated log, with log sequence
 // seq: ApplyLogEntries with one entry.
@@ -86,9 +95,25 @@ func (s *Store) ApplyLogEntries(ctx context.Context, entries []LogEntry) ([][]Op
 			}
 		}
 		tx.now, tx.ids = time.Time{}, rowIDs{}
+		last := entries[len(entries)-1].Seq
+		hashed := false
+		for _, e := range entries {
+			if e.Hash == nil {
+				continue
+			}
+			hashed = true
+			if _, err := tx.Exec(`INSERT OR REPLACE INTO log_entries (seq, hash) VALUES (?, ?)`, int64(e.Seq), e.Hash); err != nil {
+				return fmt.Errorf("record the hash of log entry %d: %w", e.Seq, err)
+			}
+		}
+		if hashed && last > keptEntryHashes {
+			if _, err := tx.Exec(`DELETE FROM log_entries WHERE seq <= ?`, int64(last-keptEntryHashes)); err != nil {
+				return err
+			}
+		}
 		_, err = tx.Exec(`INSERT INTO store_meta (key, value) VALUES (?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, appliedSeqKey,
-			strconv.FormatUint(entries[len(entries)-1].Seq, 10))
+			strconv.FormatUint(last, 10))
 		return err
 	}, false)
 	if err != nil {
@@ -198,15 +223,61 @@ func (s *Store) HasRecords(ctx context.Context) (bool, error) {
 // in one consistent snapshot, with the applied log sequence it belongs to.
 // Two databases that applied the same log have equal digests.
 func (s *Store) Digest(ctx context.Context) (digest string, seq uint64, err error) {
-	conn, err := s.rdb.Conn(ctx)
+	snap, err := s.ReadSnapshot(ctx)
 	if err != nil {
 		return "", 0, err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return "", 0, err
+	defer snap.Close()
+	digest, err = snap.Digest(ctx)
+	return digest, snap.Seq, err
+}
+
+// ReadSnapshot is a read transaction over the database as it stands now:
+// what it reads stays as of this moment, whatever is written meanwhile.
+// The log's applier opens one right after it applied the entry at a
+// checkpoint, and digests the replicated state at that very sequence in
+// the background while it applies what follows.
+type ReadSnapshot struct {
+	conn *sql.Conn
+	// Seq is the applied log sequence the snapshot holds.
+	Seq uint64
+}
+
+// ReadSnapshot opens a ReadSnapshot; Close ends it.
+func (s *Store) ReadSnapshot(ctx context.Context) (*ReadSnapshot, error) {
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	// SQLite takes the snapshot at the transaction's first read.
+	var v sql.NullString
+	err = conn.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE key = ?`, appliedSeqKey).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		conn.Close()
+		return nil, fmt.Errorf("applied log sequence: %w", err)
+	}
+	rs := &ReadSnapshot{conn: conn}
+	if v.Valid {
+		rs.Seq, _ = strconv.ParseUint(v.String, 10, 64)
+	}
+	return rs, nil
+}
+
+// Close ends the snapshot's transaction.
+func (r *ReadSnapshot) Close() {
+	r.conn.ExecContext(context.Background(), "ROLLBACK")
+	r.conn.Close()
+}
+
+// Digest is the SHA-256 over every row of the replicated tables as the
+// snapshot holds them.
+func (r *ReadSnapshot) Digest(ctx context.Context) (string, error) {
+	conn := r.conn
 	h := sha256.New()
 	for _, t := range replicatedTables {
 		fmt.Fprintf(h, "table %s\n", t)
@@ -214,7 +285,7 @@ func (s *Store) Digest(ctx context.Context) (digest string, seq uint64, err erro
 		// the table keeps them in.
 		var n int
 		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info(?)", t).Scan(&n); err != nil {
-			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
 		order := make([]string, n)
 		for i := range order {
@@ -222,21 +293,47 @@ func (s *Store) Digest(ctx context.Context) (digest string, seq uint64, err erro
 		}
 		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+t+" ORDER BY "+strings.Join(order, ","))
 		if err != nil {
-			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
 		if err := hashRows(h, rows); err != nil {
-			return "", 0, fmt.Errorf("digest %s: %w", t, err)
+			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
 	}
-	var v sql.NullString
-	err = conn.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE key = ?`, appliedSeqKey).Scan(&v)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return "", 0, err
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// EntryHash returns the hash recorded for the applied log entry seq; ok is
+// false when none is (an entry applied before hashes were recorded, or
+// one older than the hashes a database keeps).
+func (s *Store) EntryHash(ctx context.Context, seq uint64) (hash []byte, ok bool, err error) {
+	err = s.rdb.QueryRowContext(ctx, `SELECT hash FROM log_entries WHERE seq = ?`, int64(seq)).Scan(&hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
 	}
-	if v.Valid {
-		seq, _ = strconv.ParseUint(v.String, 10, 64)
+	if err != nil {
+		return nil, false, fmt.Errorf("hash of log entry %d: %w", seq, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), seq, nil
+	return hash, true, nil
+}
+
+// EntryHashes returns the recorded hashes of the applied entries from
+// seq on, by sequence.
+func (s *Store) EntryHashes(ctx context.Context, from uint64) (map[uint64][]byte, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, hash FROM log_entries WHERE seq >= ? ORDER BY seq`, int64(from))
+	if err != nil {
+		return nil, fmt.Errorf("hashes of log entries: %w", err)
+	}
+	defer rows.Close()
+	m := map[uint64][]byte{}
+	for rows.Next() {
+		var seq int64
+		var h []byte
+		if err := rows.Scan(&seq, &h); err != nil {
+			return nil, err
+		}
+		m[uint64(seq)] = h
+	}
+	return m, rows.Err()
 }
 
 func hashRows(h interface{ Write([]byte) (int, error) }, rows *sql.Rows) error {

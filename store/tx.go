@@ -229,6 +229,9 @@ const (
 	// merchantOrderId is another order's, or its type differs). The state
 	// was not stored, so no event told the platform about it.
 	FindingIdentityConflict = "identity_conflict"
+	// FindingReplicaDivergence: two instances of a replicated deployment
+	// hold different states at the same log sequence (key: the sequence).
+	FindingReplicaDivergence = "replica_divergence"
 )
 
 // IdentityConflict is the detail of an identity_conflict finding: what the

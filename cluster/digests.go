@@ -1,0 +1,349 @@
+package cluster
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"orderd/store"
+)
+
+// Instances compare what they hold.
+//
+// Every DigestEvery log sequences (a checkpoint), each instance digests its
+// replicated state (store.ReadSnapshot.Digest, every row of every
+// replicated table) as it stands right after it applied the checkpoint's
+// entry, and records the digest in the digests bucket, where every
+// instance reads the others'. The applier goes on meanwhile: the digest
+// reads a snapshot of the database pinned at the checkpoint. Each
+// instance also records itself as a member (its node name, applied
+// sequence and when), every few seconds.
+//
+// The agreed sequence is the last checkpoint at which every member that
+// reported in the last memberFresh held the same digest as this instance.
+// A checkpoint at which two instances' digests differ is a divergence: the
+// orderd_replica_digest_mismatch gauge is 1 while the newest compared
+// checkpoint shows one, and a replica_divergence finding names both
+// instances and the sequence. Only one digest is made at a time; a
+// checkpoint that comes while one is made is left out.
+
+// memberFresh is how recently an instance must have reported to count as
+// a member whose digest the agreed sequence waits for.
+const memberFresh = 2 * time.Minute
+
+// keptCheckpoints is how many of its own checkpoints an instance keeps
+// comparing (peers may post theirs later).
+const keptCheckpoints = 8
+
+// DigestRecord is one instance's state digest at a checkpoint.
+type DigestRecord struct {
+	Node   string    `json:"node"`
+	Seq    uint64    `json:"seq"`
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
+}
+
+// Member is an instance as the digests bucket knows it.
+type Member struct {
+	Node string `json:"node"`
+	// AppliedSeq is the last log sequence it applied when it reported.
+	AppliedSeq uint64 `json:"appliedSeq"`
+	// Error says why it cannot follow the log, if it cannot.
+	Error string `json:"error,omitempty"`
+	// SeenAt is when it last reported.
+	SeenAt time.Time `json:"seenAt"`
+}
+
+// digests is a node's side of the comparison.
+type digests struct {
+	mu sync.Mutex
+	// own are this instance's newest checkpoints, oldest first.
+	own []DigestRecord
+	// agreed is the last checkpoint every member agreed on.
+	agreed uint64
+	// mismatch describes the standing divergence ("" for none).
+	mismatch string
+	// busy is set while a digest is being made.
+	busy bool
+	// reported holds the checkpoints a finding was opened for.
+	reported map[uint64]bool
+}
+
+func digestKey(seq uint64, node string) string {
+	return fmt.Sprintf("seq.%020d.%s", seq, hex.EncodeToString([]byte(node)))
+}
+
+func memberKey(node string) string { return "member." + hex.EncodeToString([]byte(node)) }
+
+// isCheckpoint reports whether seq is a checkpoint.
+func (n *Node) isCheckpoint(seq uint64) bool {
+	return n.cfg.DigestEvery > 0 && seq > 0 && seq%n.cfg.DigestEvery == 0
+}
+
+// checkpoint digests the replicated state at seq, which the applier has
+// just applied (and nothing after it), in the background.
+func (n *Node) checkpoint(ctx context.Context, seq uint64) {
+	if n.dkv == nil {
+		return
+	}
+	n.dg.mu.Lock()
+	if n.dg.busy {
+		n.dg.mu.Unlock()
+		n.cfg.Logger.Info("a state digest is still being made; this checkpoint is left out", "seq", seq)
+		return
+	}
+	n.dg.busy = true
+	n.dg.mu.Unlock()
+	done := func() {
+		n.dg.mu.Lock()
+		n.dg.busy = false
+		n.dg.mu.Unlock()
+	}
+	snap, err := n.store.ReadSnapshot(ctx)
+	if err != nil || snap.Seq != seq {
+		if snap != nil {
+			snap.Close()
+		}
+		done()
+		if err != nil && ctx.Err() == nil {
+			n.cfg.Logger.Warn("could not read the state at a checkpoint", "seq", seq, "err", err)
+		}
+		return
+	}
+	n.wg.Go(func() {
+		defer done()
+		start := time.Now()
+		d, err := snap.Digest(ctx)
+		snap.Close()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.cfg.Logger.Warn("could not digest the state at a checkpoint", "seq", seq, "err", err)
+			}
+			return
+		}
+		rec := DigestRecord{Node: n.cfg.Node, Seq: seq, Digest: d, At: time.Now().UTC()}
+		n.cfg.Logger.Debug("state digest", "seq", seq, "digest", d, "took", time.Since(start))
+		n.dg.mu.Lock()
+		n.dg.own = append(n.dg.own, rec)
+		if len(n.dg.own) > keptCheckpoints {
+			n.dg.own = n.dg.own[len(n.dg.own)-keptCheckpoints:]
+		}
+		n.dg.mu.Unlock()
+		b, _ := json.Marshal(rec)
+		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		_, err = n.dkv.Put(pctx, digestKey(seq, n.cfg.Node), b)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			n.cfg.Logger.Warn("could not record the state digest", "seq", seq, "err", err)
+		}
+		n.compareDigests(ctx)
+	})
+}
+
+// report records this instance as a member.
+func (n *Node) report(ctx context.Context) {
+	if n.dkv == nil {
+		return
+	}
+	m := Member{Node: n.cfg.Node, AppliedSeq: n.AppliedSeq(), SeenAt: time.Now().UTC()}
+	if err := n.Fatal(); err != nil {
+		m.Error = err.Error()
+	}
+	b, _ := json.Marshal(m)
+	pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if _, err := n.dkv.Put(pctx, memberKey(n.cfg.Node), b); err != nil && ctx.Err() == nil {
+		n.cfg.Logger.Debug("could not report to the digests bucket", "err", err)
+	}
+}
+
+// Members lists the instances that reported to the digests bucket, by
+// name.
+func (n *Node) Members(ctx context.Context) ([]Member, error) {
+	if n.dkv == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	recs, err := kvValues[Member](ctx, n.dkv, "member.*")
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(recs, func(a, b Member) int { return strings.Compare(a.Node, b.Node) })
+	return recs, nil
+}
+
+// kvValues reads the JSON values of the keys matching filter.
+func kvValues[T any](ctx context.Context, kv jetstream.KeyValue, filter string) ([]T, error) {
+	lister, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	if err := lister.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, err
+	}
+	var out []T
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var v T
+		if json.Unmarshal(e.Value(), &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// compareDigests compares this instance's recent checkpoints with every
+// other instance's digests there, and updates the agreed sequence, the
+// mismatch gauge and the findings.
+func (n *Node) compareDigests(ctx context.Context) {
+	n.dg.mu.Lock()
+	own := slices.Clone(n.dg.own)
+	n.dg.mu.Unlock()
+	if len(own) == 0 || n.dkv == nil {
+		return
+	}
+	members, err := n.Members(ctx)
+	if err != nil {
+		return
+	}
+	fresh := map[string]bool{}
+	for _, m := range members {
+		if time.Since(m.SeenAt) < memberFresh && m.Node != n.cfg.Node {
+			fresh[m.Node] = true
+		}
+	}
+	agreed, mismatch, newestCompared := uint64(0), "", uint64(0)
+	for _, mine := range own {
+		lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		recs, err := kvValues[DigestRecord](lctx, n.dkv, fmt.Sprintf("seq.%020d.*", mine.Seq))
+		cancel()
+		if err != nil {
+			return
+		}
+		have := map[string]bool{}
+		var diff []DigestRecord
+		for _, r := range recs {
+			if r.Node == n.cfg.Node || r.Seq != mine.Seq {
+				continue
+			}
+			have[r.Node] = true
+			if r.Digest != mine.Digest {
+				diff = append(diff, r)
+			}
+		}
+		if len(have) > 0 {
+			newestCompared = mine.Seq
+			mismatch = ""
+		}
+		if len(diff) > 0 {
+			var names []string
+			for _, r := range diff {
+				names = append(names, fmt.Sprintf("%s has %.16s…", r.Node, r.Digest))
+			}
+			mismatch = fmt.Sprintf("at log sequence %d %s has state digest %.16s… but %s", mine.Seq, n.cfg.Node, mine.Digest, strings.Join(names, ", "))
+			n.reportDivergence(ctx, mine, diff)
+			continue
+		}
+		all := true
+		for m := range fresh {
+			all = all && have[m]
+		}
+		if all && len(have) > 0 {
+			agreed = mine.Seq
+		}
+	}
+	n.dg.mu.Lock()
+	if agreed > n.dg.agreed {
+		n.dg.agreed = agreed
+	}
+	if newestCompared > 0 {
+		n.dg.mismatch = mismatch
+	}
+	a, mm := n.dg.agreed, n.dg.mismatch
+	n.dg.mu.Unlock()
+	n.m.agreedSeq.Set(float64(a))
+	if mm != "" {
+		n.m.digestMismatch.Set(1)
+	} else {
+		n.m.digestMismatch.Set(0)
+	}
+}
+
+// reportDivergence logs a divergence at a checkpoint and opens a
+// replica_divergence finding for it (once per checkpoint and instance;
+// every instance that sees it opens the same finding, which the store
+// keeps once).
+func (n *Node) reportDivergence(ctx context.Context, mine DigestRecord, diff []DigestRecord) {
+	n.dg.mu.Lock()
+	if n.dg.reported == nil {
+		n.dg.reported = map[uint64]bool{}
+	}
+	done := n.dg.reported[mine.Seq]
+	n.dg.reported[mine.Seq] = true
+	n.dg.mu.Unlock()
+	if done {
+		return
+	}
+	instances := []map[string]string{{"node": mine.Node, "digest": mine.Digest}}
+	for _, r := range diff {
+		instances = append(instances, map[string]string{"node": r.Node, "digest": r.Digest})
+	}
+	slices.SortFunc(instances, func(a, b map[string]string) int { return strings.Compare(a["node"], b["node"]) })
+	detail, _ := json.Marshal(map[string]any{
+		"seq":       mine.Seq,
+		"instances": instances,
+		"action":    "the instances hold different states at the same log sequence: stop the one whose state is wrong and restart it on an empty disk (docs/replicated-mode.md, When instances disagree)",
+	})
+	n.cfg.Logger.Error("instances hold different states at the same log sequence", "seq", mine.Seq, "digest", mine.Digest, "others", string(detail))
+	if n.Fatal() != nil {
+		return
+	}
+	ectx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := n.Execute(ectx, []store.Op{{At: time.Now().UTC(), Cmd: &store.OpenFindingCmd{
+		FindingKind: store.FindingReplicaDivergence, Key: fmt.Sprint(mine.Seq), Detail: detail}}})
+	if err != nil && ctx.Err() == nil {
+		n.cfg.Logger.Warn("could not open the replica_divergence finding", "seq", mine.Seq, "err", err)
+	}
+}
+
+// DigestStatus is GET /v1/cluster's view of the comparison.
+type DigestStatus struct {
+	// AgreedSeq is the last checkpoint at which every member's digest
+	// matched this instance's.
+	AgreedSeq uint64
+	// Last is this instance's newest checkpoint digest.
+	Last *DigestRecord
+	// Mismatch describes a standing divergence.
+	Mismatch string
+}
+
+func (n *Node) digestStatus() DigestStatus {
+	n.dg.mu.Lock()
+	defer n.dg.mu.Unlock()
+	ds := DigestStatus{AgreedSeq: n.dg.agreed, Mismatch: n.dg.mismatch}
+	if len(n.dg.own) > 0 {
+		last := n.dg.own[len(n.dg.own)-1]
+		ds.Last = &last
+	}
+	return ds
+}
