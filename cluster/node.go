@@ -52,9 +52,9 @@ type Node struct {
 	appliedCh chan struct{} // closed and replaced on each apply
 	// head is the last applied entry and its hash; ring the hashes of
 	// the entries before it (the applier's alone).
-	head atomic.Pointer[head]
-	ring *hashRing
-	fatal     atomic.Pointer[error]
+	head  atomic.Pointer[head]
+	ring  *hashRing
+	fatal atomic.Pointer[error]
 
 	lease lease
 
