@@ -26,6 +26,7 @@ func (d *daemon) clusterConfig() cluster.Config {
 		SnapshotEvery:    c.SnapshotEvery,
 		LogMaxAge:        c.LogMaxAge,
 		SnapshotReadRate: int64(c.SnapshotReadRate),
+		DigestEvery:      c.DigestEvery,
 		Logger:           d.log.With("component", "cluster"),
 		Registerer:       d.registry,
 	}
@@ -41,7 +42,7 @@ func (d *daemon) restoreSnapshot(ctx context.Context) error {
 	}
 	si, ok, err := cluster.RestoreSnapshot(ctx, d.nc, d.clusterConfig(), path)
 	if err != nil {
-		return fmt.Errorf("restore the newest snapshot into %s: %w", d.cfg.Store.Path, err)
+		return clusterError(d.cfg, fmt.Errorf("restore the newest snapshot into %s: %w", d.cfg.Store.Path, err))
 	}
 	if ok {
 		d.log.Info("database restored from the newest snapshot; applying the log after it",

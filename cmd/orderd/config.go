@@ -189,6 +189,9 @@ type ClusterConfig struct {
 	// SnapshotReadRate bounds how fast a snapshot reads the database, a
 	// second; 0 reads at full speed.
 	SnapshotReadRate ByteSize `yaml:"snapshot_read_rate"`
+	// DigestEvery is how many log sequences apart the instances digest
+	// their replicated state and compare the digests.
+	DigestEvery uint64 `yaml:"digest_every"`
 }
 
 // NodeName is cluster.node, or the host name when it is empty (empty
@@ -384,6 +387,7 @@ func DefaultConfig() *Config {
 			SnapshotEvery:    cluster.DefaultSnapshotEvery,
 			LogMaxAge:        cluster.DefaultLogMaxAge,
 			SnapshotReadRate: cluster.DefaultSnapshotReadRate,
+			DigestEvery:      cluster.DefaultDigestEvery,
 		},
 	}
 }
@@ -915,6 +919,9 @@ func (c *Config) validate(use configUse) error {
 	notNegative("cluster.log_max_age", cl.LogMaxAge)
 	if r := cl.SnapshotReadRate; r != 0 && r < minSnapshotReadRate {
 		add("cluster.snapshot_read_rate", "must be 0 (full speed) or at least %s a second (got %s)", ByteSize(minSnapshotReadRate), r)
+	}
+	if cl.DigestEvery < 1 {
+		add("cluster.digest_every", "must be at least 1 log sequence (got %d)", cl.DigestEvery)
 	}
 
 	// publish

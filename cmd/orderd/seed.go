@@ -114,13 +114,19 @@ func seedLog(ctx context.Context, e *env) error {
 }
 
 // clusterError maps the cluster's refusals to the configuration keys they
-// concern: a shared asset's setting (exit 2 naming the key), a log in use
-// (exit 2 naming cluster.log_stream), a database of another log (exit 1
-// naming store.path).
+// concern: a NATS server too old (exit 2 naming nats.url), a shared
+// asset's setting (exit 2 naming the key), a log in use (exit 2 naming
+// cluster.log_stream), a database of another log (exit 1 naming
+// store.path). The others (a seed that did not finish, a log without an
+// id this instance cannot prove it follows, a log that fails
+// verification, a missing base snapshot) exit 1 with their own message.
 func clusterError(cfg *Config, err error) error {
 	var se *cluster.SettingError
 	var ol *cluster.OtherLogError
+	var ve *cluster.ServerVersionError
 	switch {
+	case errors.As(err, &ve):
+		return cfg.errorf("nats.url", "%v", ve)
 	case errors.As(err, &se):
 		return cfg.errorf(se.Key, "%s", se.Problem())
 	case errors.Is(err, cluster.ErrLogNotEmpty):
