@@ -55,6 +55,13 @@ type Config struct {
 	Logger        *slog.Logger
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
+
+	// checkEvery is how often an instance compares the log with what it
+	// applied (and reports, and compares digests); tests change it.
+	checkEvery time.Duration
+	// seedFault, when set, is called at each step of a seed and fails it
+	// there with its error: the tests' interrupted seeds.
+	seedFault func(step string) error
 }
 
 func (c *Config) setDefaults() error {
@@ -75,6 +82,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LogMaxAge == 0 {
 		c.LogMaxAge = DefaultLogMaxAge
+	}
+	if c.checkEvery == 0 {
+		c.checkEvery = 5 * time.Second
 	}
 	if c.DigestEvery == 0 {
 		c.DigestEvery = DefaultDigestEvery

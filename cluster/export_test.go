@@ -31,3 +31,22 @@ func UploadCopy(ctx context.Context, obj jetstream.ObjectStore, path, node strin
 	si, _, err := uploadSnapshot(ctx, obj, path, node, store.CheckCopy, nil)
 	return si, err
 }
+
+// WithSeedFault returns c with a fault at the seed's steps ("marked": the
+// log is marked as being seeded; "uploaded": the snapshot is uploaded).
+func WithSeedFault(c Config, f func(step string) error) Config {
+	c.seedFault = f
+	return c
+}
+
+// WithCheckEvery returns c comparing the log with what it applied every d.
+func WithCheckEvery(c Config, d time.Duration) Config {
+	c.checkEvery = d
+	return c
+}
+
+// CheckLog compares the log with what the node applied once, now.
+func (n *Node) CheckLog(ctx context.Context) { n.checkLog(ctx) }
+
+// VersionAtLeast is versionAtLeast.
+var VersionAtLeast = versionAtLeast

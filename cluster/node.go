@@ -394,7 +394,7 @@ func (n *Node) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 // It also checks, as often, that the log still holds the entry this
 // instance applied last and reaches its sequence (checkHolds).
 func (n *Node) lagLoop(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(n.cfg.checkEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -402,37 +402,45 @@ func (n *Node) lagLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		// The head is read before the log: an entry applied meanwhile
-		// is in the log already.
-		hd := n.head.Load()
 		n.report(ctx)
 		n.compareDigests(ctx)
-		if info, err := n.streamInfo(ctx); err == nil {
-			if hd != nil && n.Fatal() == nil {
-				// The log still holds what this instance applied.
-				var ve *VerifyError
-				if err := n.checkHolds(ctx, info, *hd); errors.As(err, &ve) {
-					n.failVerify(ve)
-				} else if err != nil && ctx.Err() == nil {
-					n.cfg.Logger.Info("could not re-read the last applied log entry", "seq", hd.seq, "err", err)
-				}
-			}
-			if id := streamLogID(info.Config); id != n.logID && id != "" {
-				// The log was replaced under this instance (lost and
-				// seeded anew): nothing more of it may be applied here.
-				err := fmt.Errorf("%w: the log %s is now log %s; this database follows log %s: restart this instance on an empty disk, which restores the new log's snapshot",
-					errFatal, n.cfg.LogStream, id, n.logID)
-				if n.fatal.CompareAndSwap(nil, &err) {
-					n.cfg.Logger.Error("the log was replaced; this instance stops applying it", "err", err)
-				}
-			}
-			last := info.State.LastSeq
-			applied := n.applied.Load()
-			lag := uint64(0)
-			if last > applied {
-				lag = last - applied
-			}
-			n.m.lag.Set(float64(lag))
+		n.checkLog(ctx)
+	}
+}
+
+// checkLog compares the log with this instance once: its id, that it
+// still holds the entry applied last, and the lag.
+func (n *Node) checkLog(ctx context.Context) {
+	// The head is read before the log: an entry applied meanwhile is in
+	// the log already.
+	hd := n.head.Load()
+	info, err := n.streamInfo(ctx)
+	if err != nil {
+		return
+	}
+	if id := streamLogID(info.Config); id != n.logID && id != "" {
+		// The log was replaced under this instance (lost and seeded
+		// anew): nothing more of it may be applied here.
+		err := fmt.Errorf("%w: the log %s is now log %s; this database follows log %s: restart this instance on an empty disk, which restores the new log's snapshot",
+			errFatal, n.cfg.LogStream, id, n.logID)
+		if n.fatal.CompareAndSwap(nil, &err) {
+			n.cfg.Logger.Error("the log was replaced; this instance stops applying it", "err", err)
 		}
 	}
+	if hd != nil && n.Fatal() == nil {
+		// The log still holds what this instance applied.
+		var ve *VerifyError
+		if err := n.checkHolds(ctx, info, *hd); errors.As(err, &ve) {
+			n.failVerify(ve)
+		} else if err != nil && ctx.Err() == nil {
+			n.cfg.Logger.Info("could not re-read the last applied log entry", "seq", hd.seq, "err", err)
+		}
+	}
+	last := info.State.LastSeq
+	applied := n.applied.Load()
+	lag := uint64(0)
+	if last > applied {
+		lag = last - applied
+	}
+	n.m.lag.Set(float64(lag))
 }

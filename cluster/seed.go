@@ -96,6 +96,9 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	if err := updateMetadata(ctx, js, info.Config, map[string]string{seedKey: id}, logIDKey, baseKey); err != nil {
 		return SeedResult{}, fmt.Errorf("cluster: %w", err)
 	}
+	if err := cfg.fault("marked"); err != nil {
+		return SeedResult{}, err
+	}
 	orders, err := st.StartLog(ctx, id)
 	if err != nil {
 		return SeedResult{}, err
@@ -112,6 +115,9 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 		return SeedResult{}, err
 	}
 	os.Remove(tmp)
+	if err := cfg.fault("uploaded"); err != nil {
+		return SeedResult{}, err
+	}
 	base, err := readBack(ctx, n.obj, st.Path(), id)
 	if err != nil {
 		return SeedResult{}, fmt.Errorf("cluster: the seed's snapshot, read back from %s: %w", cfg.snapshotBucket(), err)
@@ -218,4 +224,12 @@ func orNone(id string) string {
 		return "(no id)"
 	}
 	return id
+}
+
+// fault is the tests' seed fault at step, if any.
+func (c *Config) fault(step string) error {
+	if c.seedFault == nil {
+		return nil
+	}
+	return c.seedFault(step)
 }
