@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -187,12 +186,11 @@ func kvValues[T any](ctx context.Context, kv jetstream.KeyValue, filter string) 
 	if err != nil {
 		return nil, err
 	}
+	// The lister stops by itself once it delivered every key.
+	defer lister.Stop()
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
-	}
-	if err := lister.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, err
 	}
 	var out []T
 	for _, k := range keys {

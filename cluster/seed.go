@@ -106,7 +106,7 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	// A page-for-page copy, as the leader's snapshots take: the first of
 	// them then finds most of its chunks in the store already.
 	tmp := st.Path() + seedFileInfix + nuid.Next()
-	defer os.Remove(tmp)
+	defer removeDB(tmp)
 	if err := st.Copy(ctx, tmp); err != nil {
 		return SeedResult{}, err
 	}
@@ -114,7 +114,7 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	if err != nil {
 		return SeedResult{}, err
 	}
-	os.Remove(tmp)
+	removeDB(tmp)
 	if err := cfg.fault("uploaded"); err != nil {
 		return SeedResult{}, err
 	}
@@ -143,13 +143,20 @@ func removeSeedFiles(path string) {
 	}
 }
 
+// removeDB removes a database file with its -wal and -shm files.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
 // readBack fetches the newest snapshot into a temporary file beside
 // dbPath, as an instance on an empty disk would, checks it (every pack,
 // chunk and the whole file against the manifest, then the database) and
 // that it is the start of log id, and returns the base it is.
 func readBack(ctx context.Context, obj jetstream.ObjectStore, dbPath, id string) (baseInfo, error) {
 	tmp := dbPath + seedFileInfix + "check-" + nuid.Next()
-	defer os.Remove(tmp)
+	defer removeDB(tmp)
 	if err := fetchChunked(ctx, obj, tmp); err != nil {
 		return baseInfo{}, err
 	}
