@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -281,17 +282,11 @@ func (r *ReadSnapshot) Digest(ctx context.Context) (string, error) {
 	h := sha256.New()
 	for _, t := range replicatedTables {
 		fmt.Fprintf(h, "table %s\n", t)
-		// Every column, in order: the same rows hash alike whatever order
-		// the table keeps them in.
-		var n int
-		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info(?)", t).Scan(&n); err != nil {
+		order, err := digestOrder(ctx, conn, t)
+		if err != nil {
 			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
-		order := make([]string, n)
-		for i := range order {
-			order[i] = strconv.Itoa(i + 1)
-		}
-		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+t+" ORDER BY "+strings.Join(order, ","))
+		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+t+" ORDER BY "+order)
 		if err != nil {
 			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
@@ -336,7 +331,37 @@ func (s *Store) EntryHashes(ctx context.Context, from uint64) (map[uint64][]byte
 	return m, rows.Err()
 }
 
-func hashRows(h interface{ Write([]byte) (int, error) }, rows *sql.Rows) error {
+// digestOrder is the ORDER BY that gives table t's rows in the same order
+// in every database holding the same rows: its primary key, which is
+// unique and read in index order without a sort, or every column for a
+// table without one.
+func digestOrder(ctx context.Context, conn *sql.Conn, t string) (string, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT cid, pk FROM pragma_table_info(?) ORDER BY pk, cid", t)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var pk, all []string
+	for rows.Next() {
+		var cid, p int
+		if err := rows.Scan(&cid, &p); err != nil {
+			return "", err
+		}
+		all = append(all, strconv.Itoa(cid+1))
+		if p > 0 {
+			pk = append(pk, strconv.Itoa(cid+1))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(pk) > 0 {
+		return strings.Join(pk, ","), nil
+	}
+	return strings.Join(all, ","), nil
+}
+
+func hashRows(h io.Writer, rows *sql.Rows) error {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
@@ -347,19 +372,46 @@ func hashRows(h interface{ Write([]byte) (int, error) }, rows *sql.Rows) error {
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
+	var buf []byte
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
+		buf = buf[:0]
 		for _, v := range vals {
 			// Type and value, length-prefixed: no two rows hash alike.
-			s := fmt.Sprintf("%T:%v", v, v)
-			if b, ok := v.([]byte); ok {
-				s = "bytes:" + hex.EncodeToString(b)
+			switch v := v.(type) {
+			case nil:
+				buf = append(buf, 'n')
+			case int64:
+				buf = append(buf, 'i')
+				buf = strconv.AppendInt(buf, v, 10)
+			case float64:
+				buf = append(buf, 'f')
+				buf = strconv.AppendFloat(buf, v, 'g', -1, 64)
+			case string:
+				buf = append(buf, 's')
+				buf = strconv.AppendInt(buf, int64(len(v)), 10)
+				buf = append(buf, ':')
+				buf = append(buf, v...)
+			case []byte:
+				buf = append(buf, 'b')
+				buf = strconv.AppendInt(buf, int64(len(v)), 10)
+				buf = append(buf, ':')
+				buf = append(buf, v...)
+			default:
+				s := fmt.Sprintf("%T:%v", v, v)
+				buf = append(buf, 'o')
+				buf = strconv.AppendInt(buf, int64(len(s)), 10)
+				buf = append(buf, ':')
+				buf = append(buf, s...)
 			}
-			fmt.Fprintf(h, "%d:%s;", len(s), s)
+			buf = append(buf, ';')
 		}
-		h.Write([]byte{'\n'})
+		buf = append(buf, '\n')
+		if _, err := h.Write(buf); err != nil {
+			return err
+		}
 	}
 	return rows.Err()
 }
