@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -696,5 +697,61 @@ func waitLeading(t testing.TB, r *replicaDaemon) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s does not lead within 20s", r.name)
 		}
+	}
+}
+
+// TestClusterSeed_Unfinished: a seed that did not finish (the log marked
+// as being seeded, its id and base not yet given, as a seed killed midway
+// leaves it) is refused by orderd run on the seeded database and on an
+// empty disk, each exiting 1 with a message naming orderd cluster seed;
+// the seed run again on the same database finishes it, and both instances
+// then start and agree.
+func TestClusterSeed_Unfinished(t *testing.T) {
+	ec, fake := natsAndFake(t)
+	js := jetStreamAt(t, ec.ClientURL())
+	dirA, dirB := t.TempDir(), t.TempDir()
+	dbA := filepath.Join(dirA, "orderd.db")
+	buildSingleNode(t, dbA, 0, 40)
+	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", ""))
+	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", ""))
+	if res := runOrderd(t, nil, nil, "cluster", "seed", "-config", cfgA); res.code != 0 {
+		t.Fatalf("seed: exit %d: %s", res.code, res.stderr)
+	}
+	// The state a seed killed after its upload leaves: the log marked as
+	// being seeded, no id, no base.
+	s, err := js.Stream(t.Context(), "ORDERD_LOG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.CachedInfo().Config
+	md := map[string]string{}
+	for k, v := range sc.Metadata {
+		md[k] = v
+	}
+	md["orderd_log_seeding"] = md["orderd_log_id"]
+	delete(md, "orderd_log_id")
+	delete(md, "orderd_log_base")
+	sc.Metadata = md
+	if _, err := js.UpdateStream(t.Context(), sc); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []string{cfgA, cfgB} {
+		res := runOrderd(t, nil, nil, "run", "-config", cfg)
+		if res.code != 1 || !strings.Contains(res.stderr, "orderd cluster seed") || !strings.Contains(res.stderr, "ORDERD_LOG") {
+			t.Errorf("run on an unfinished seed: exit %d, stderr %s; want 1 naming ORDERD_LOG and orderd cluster seed", res.code, res.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dirB, "orderd.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused empty disk has a database: %v", err)
+	}
+	res := runOrderd(t, nil, nil, "cluster", "seed", "-config", cfgA)
+	if res.code != 0 || !seededRE.MatchString(res.stdout) {
+		t.Fatalf("the seed run again: exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
+	}
+	a := startReplicaIn(t, dirA, cfgA, "a")
+	b := startReplicaIn(t, dirB, cfgB, "b")
+	waitConverged(t, a, b)
+	if n := tableCounts(t, filepath.Join(dirB, "orderd.db"))["orders"]; n != 40 {
+		t.Fatalf("the empty disk holds %d orders after the seed, want 40", n)
 	}
 }
