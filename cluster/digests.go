@@ -31,8 +31,8 @@ import (
 // A checkpoint at which two instances' digests differ is a divergence: the
 // orderd_replica_digest_mismatch gauge is 1 while the newest compared
 // checkpoint shows one, and a replica_divergence finding names both
-// instances and the sequence. Only one digest is made at a time; a
-// checkpoint that comes while one is made is left out.
+// instances and the sequence. Only one digest is made at a time, and one
+// more waits; a checkpoint that comes while one waits is left out.
 
 // memberFresh is how recently an instance must have reported to count as
 // a member whose digest the agreed sequence waits for.
@@ -70,8 +70,6 @@ type digests struct {
 	agreed uint64
 	// mismatch describes the standing divergence ("" for none).
 	mismatch string
-	// busy is set while a digest is being made.
-	busy bool
 	// reported holds the checkpoints a finding was opened for.
 	reported map[uint64]bool
 }
@@ -88,63 +86,80 @@ func (n *Node) isCheckpoint(seq uint64) bool {
 }
 
 // checkpoint digests the replicated state at seq, which the applier has
-// just applied (and nothing after it), in the background.
+// just applied (and nothing after it), in the background: it pins a read
+// snapshot of the database here and hands it to digestLoop. One snapshot
+// waits while another is digested; a checkpoint that finds one waiting
+// is left out.
 func (n *Node) checkpoint(ctx context.Context, seq uint64) {
-	if n.dkv == nil {
+	if n.dkv == nil || n.digestq == nil {
 		return
-	}
-	n.dg.mu.Lock()
-	if n.dg.busy {
-		n.dg.mu.Unlock()
-		n.cfg.Logger.Info("a state digest is still being made; this checkpoint is left out", "seq", seq)
-		return
-	}
-	n.dg.busy = true
-	n.dg.mu.Unlock()
-	done := func() {
-		n.dg.mu.Lock()
-		n.dg.busy = false
-		n.dg.mu.Unlock()
 	}
 	snap, err := n.store.ReadSnapshot(ctx)
-	if err != nil || snap.Seq != seq {
-		if snap != nil {
-			snap.Close()
-		}
-		done()
-		if err != nil && ctx.Err() == nil {
+	if err != nil {
+		if ctx.Err() == nil {
 			n.cfg.Logger.Warn("could not read the state at a checkpoint", "seq", seq, "err", err)
 		}
 		return
 	}
-	n.wg.Go(func() {
-		defer done()
-		start := time.Now()
-		d, err := snap.Digest(ctx)
+	if snap.Seq != seq {
 		snap.Close()
-		if err != nil {
-			if ctx.Err() == nil {
-				n.cfg.Logger.Warn("could not digest the state at a checkpoint", "seq", seq, "err", err)
+		return
+	}
+	select {
+	case n.digestq <- snap:
+	default:
+		snap.Close()
+		n.cfg.Logger.Info("state digests are still being made; this checkpoint is left out", "seq", seq)
+	}
+}
+
+// digestLoop digests the snapshots checkpoint pins, one at a time,
+// records each digest and compares it with the other instances'.
+func (n *Node) digestLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			// A snapshot still waiting is released.
+			select {
+			case snap := <-n.digestq:
+				snap.Close()
+			default:
 			}
 			return
+		case snap := <-n.digestq:
+			n.digest(ctx, snap)
 		}
-		rec := DigestRecord{Node: n.cfg.Node, Seq: seq, Digest: d, At: time.Now().UTC()}
-		n.cfg.Logger.Debug("state digest", "seq", seq, "digest", d, "took", time.Since(start))
-		n.dg.mu.Lock()
-		n.dg.own = append(n.dg.own, rec)
-		if len(n.dg.own) > keptCheckpoints {
-			n.dg.own = n.dg.own[len(n.dg.own)-keptCheckpoints:]
+	}
+}
+
+// digest digests snap, records the digest and compares.
+func (n *Node) digest(ctx context.Context, snap *store.ReadSnapshot) {
+	seq := snap.Seq
+	start := time.Now()
+	d, err := snap.Digest(ctx)
+	snap.Close()
+	if err != nil {
+		if ctx.Err() == nil {
+			n.cfg.Logger.Warn("could not digest the state at a checkpoint", "seq", seq, "err", err)
 		}
-		n.dg.mu.Unlock()
-		b, _ := json.Marshal(rec)
-		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		_, err = n.dkv.Put(pctx, digestKey(seq, n.cfg.Node), b)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			n.cfg.Logger.Warn("could not record the state digest", "seq", seq, "err", err)
-		}
-		n.compareDigests(ctx)
-	})
+		return
+	}
+	rec := DigestRecord{Node: n.cfg.Node, Seq: seq, Digest: d, At: time.Now().UTC()}
+	n.cfg.Logger.Debug("state digest", "seq", seq, "digest", d, "took", time.Since(start))
+	n.dg.mu.Lock()
+	n.dg.own = append(n.dg.own, rec)
+	if len(n.dg.own) > keptCheckpoints {
+		n.dg.own = n.dg.own[len(n.dg.own)-keptCheckpoints:]
+	}
+	n.dg.mu.Unlock()
+	b, _ := json.Marshal(rec)
+	pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	_, err = n.dkv.Put(pctx, digestKey(seq, n.cfg.Node), b)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		n.cfg.Logger.Warn("could not record the state digest", "seq", seq, "err", err)
+	}
+	n.compareDigests(ctx)
 }
 
 // report records this instance as a member.
@@ -301,16 +316,13 @@ func (n *Node) reportDivergence(ctx context.Context, mine DigestRecord, diff []D
 	if done {
 		return
 	}
-	instances := []map[string]string{{"node": mine.Node, "digest": mine.Digest}}
+	rd := store.ReplicaDivergence{Seq: mine.Seq, Instances: []store.ReplicaDigest{{Node: mine.Node, Digest: mine.Digest}},
+		Action: "the instances hold different states at the same log sequence: stop the one whose state is wrong and restart it on an empty disk (docs/replicated-mode.md, When instances disagree)"}
 	for _, r := range diff {
-		instances = append(instances, map[string]string{"node": r.Node, "digest": r.Digest})
+		rd.Instances = append(rd.Instances, store.ReplicaDigest{Node: r.Node, Digest: r.Digest})
 	}
-	slices.SortFunc(instances, func(a, b map[string]string) int { return strings.Compare(a["node"], b["node"]) })
-	detail, _ := json.Marshal(map[string]any{
-		"seq":       mine.Seq,
-		"instances": instances,
-		"action":    "the instances hold different states at the same log sequence: stop the one whose state is wrong and restart it on an empty disk (docs/replicated-mode.md, When instances disagree)",
-	})
+	slices.SortFunc(rd.Instances, func(a, b store.ReplicaDigest) int { return strings.Compare(a.Node, b.Node) })
+	detail, _ := json.Marshal(rd)
 	n.cfg.Logger.Error("instances hold different states at the same log sequence", "seq", mine.Seq, "digest", mine.Digest, "others", string(detail))
 	if n.Fatal() != nil {
 		return

@@ -22,7 +22,7 @@ type ServerVersionError struct {
 }
 
 func (e *ServerVersionError) Error() string {
-	return fmt.Sprintf("the NATS server %s runs nats-server %s; replicated mode needs %s or newer (stream metadata holds the log's id and base): upgrade the NATS servers (docs/replicated-mode.md, Requirements)",
+	return fmt.Sprintf("the NATS server %s runs nats-server %s; replicated mode needs %s or newer (stream metadata holds the log's id and base): upgrade the NATS servers (docs/replicated-mode.md, What to deploy)",
 		e.Server, e.Version, MinServerVersion)
 }
 

@@ -35,6 +35,8 @@ type Node struct {
 	// dkv is the digests bucket: checkpoint digests and members.
 	dkv jetstream.KeyValue
 	dg  digests
+	// digestq hands checkpoint snapshots to digestLoop.
+	digestq chan *store.ReadSnapshot
 	// logID is the id of the log this node follows: the log stream's,
 	// which its database records.
 	logID string
@@ -95,6 +97,7 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 		appliedCh: make(chan struct{}),
 		closed:    make(chan struct{}),
 		ring:      newHashRing(),
+		digestq:   make(chan *store.ReadSnapshot, 1),
 	}
 	n.m = newMetrics(cfg.Registerer)
 	if err := checkServerVersion(nc); err != nil {
@@ -256,8 +259,9 @@ func (n *Node) Start(duties func(ctx context.Context)) {
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.appendLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.applyLoop(ctx) }()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.lagLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.digestLoop(ctx) }()
 	lctx, cancelLease := context.WithCancel(ctx)
 	n.cancelLease = cancelLease
 	n.leaseWG.Add(1)

@@ -169,6 +169,17 @@ func TestEvents_everyTypeMatchesTheAsyncAPIDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// reconcile.replica_divergence: replicated instances' digests differ
+	// at a checkpoint (the cluster package opens it with this detail).
+	detail, err := json.Marshal(store.ReplicaDivergence{Seq: 200000, Action: "restart the odd one on an empty disk",
+		Instances: []store.ReplicaDigest{{Node: "a", Digest: strings.Repeat("a", 64)}, {Node: "b", Digest: strings.Repeat("b", 64)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Exec(ctx, &store.OpenFindingCmd{FindingKind: store.FindingReplicaDivergence, Key: "200000", Detail: detail}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Publish everything with the real relay, then read the stream back.
 	nc, js := startEventsNATS(t)
 	relay, err := publish.NewRelay(publish.RelayConfig{Stream: &publish.StreamConfig{}}, e.st, js)

@@ -234,6 +234,21 @@ const (
 	FindingReplicaDivergence = "replica_divergence"
 )
 
+// ReplicaDivergence is the detail of a replica_divergence finding: the
+// log sequence at which replicated instances digested their states, each
+// instance with its digest, and what to do.
+type ReplicaDivergence struct {
+	Seq       uint64          `json:"seq"`
+	Instances []ReplicaDigest `json:"instances"`
+	Action    string          `json:"action"`
+}
+
+// ReplicaDigest is one instance's state digest in a ReplicaDivergence.
+type ReplicaDigest struct {
+	Node   string `json:"node"`
+	Digest string `json:"digest"`
+}
+
 // IdentityConflict is the detail of an identity_conflict finding: what the
 // provider answered, why the store refused it, and where the answer came
 // from.
