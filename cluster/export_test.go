@@ -45,8 +45,9 @@ func WithCheckEvery(c Config, d time.Duration) Config {
 	return c
 }
 
-// CheckLog compares the log with what the node applied once, now.
-func (n *Node) CheckLog(ctx context.Context) { n.checkLog(ctx) }
+// CheckLog does once, now, what the node does every few seconds: compares
+// the log with what it applied, reports as a member, compares digests.
+func (n *Node) CheckLog(ctx context.Context) { n.tick(ctx) }
 
 // VersionAtLeast is versionAtLeast.
 var VersionAtLeast = versionAtLeast

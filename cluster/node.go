@@ -406,10 +406,15 @@ func (n *Node) lagLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n.report(ctx)
-		n.compareDigests(ctx)
-		n.checkLog(ctx)
+		n.tick(ctx)
 	}
+}
+
+// tick is lagLoop's work: report, compare digests, check the log.
+func (n *Node) tick(ctx context.Context) {
+	n.checkLog(ctx)
+	n.report(ctx)
+	n.compareDigests(ctx)
 }
 
 // checkLog compares the log with this instance once: its id, that it

@@ -1,6 +1,10 @@
 package cluster
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // Status is GET /v1/cluster's answer.
 type Status struct {
@@ -68,6 +72,11 @@ func (n *Node) Status(ctx context.Context) Status {
 	}
 	if ms, err := n.Members(ctx); err == nil && ms != nil {
 		st.Members = ms
+		if n.Fatal() != nil {
+			if m, ok := mostAdvanced(ms); ok {
+				errs = append(errs, fmt.Sprintf("of the instances that reported, %s applied the most (up to %d, reported %s)", m.Node, m.AppliedSeq, m.SeenAt.Format(time.RFC3339)))
+			}
+		}
 	} else if err != nil {
 		errs = append(errs, "members: "+err.Error())
 	}
@@ -78,4 +87,15 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.Error += e
 	}
 	return st
+}
+
+// mostAdvanced is the member that applied the most of the log.
+func mostAdvanced(ms []Member) (Member, bool) {
+	var best Member
+	for _, m := range ms {
+		if m.AppliedSeq > best.AppliedSeq {
+			best = m
+		}
+	}
+	return best, best.Node != ""
 }

@@ -350,8 +350,9 @@ func waitRefused(t *testing.T, in *instance, reg *prometheus.Registry, want ...s
 	if err := in.node.Ready(t.Context()); err == nil {
 		t.Error("ready after the log failed verification")
 	}
-	if st := in.node.Status(t.Context()); !strings.Contains(st.Error, "failed verification") {
-		t.Errorf("GET /v1/cluster's error: %q", st.Error)
+	in.node.CheckLog(t.Context()) // reports this instance as a member
+	if st := in.node.Status(t.Context()); !strings.Contains(st.Error, "failed verification") || !strings.Contains(st.Error, "applied the most") {
+		t.Errorf("GET /v1/cluster's error: %q, want the failure and the most advanced instance", st.Error)
 	}
 	waitFor(t, 10*time.Second, "the lease given up", func() bool { return !in.node.Leading() })
 	if reg != nil {
