@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,9 @@ type digests struct {
 	mismatch string
 	// reported holds the checkpoints a finding was opened for.
 	reported map[uint64]bool
+	// peers holds the other instances' digests at this instance's
+	// checkpoints, by node, as last read.
+	peers map[uint64]map[string]string
 }
 
 func digestKey(seq uint64, node string) string {
@@ -246,21 +250,47 @@ func (n *Node) compareDigests(ctx context.Context) {
 	}
 	agreed, mismatch, newestCompared := uint64(0), "", uint64(0)
 	for _, mine := range own {
-		lctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		recs, err := kvValues[DigestRecord](lctx, n.dkv, fmt.Sprintf("seq.%020d.*", mine.Seq))
-		cancel()
-		if err != nil {
-			return
+		// The peers' digests at this checkpoint: once every fresh
+		// member's is known, the bucket is not read for it again.
+		n.dg.mu.Lock()
+		known := maps.Clone(n.dg.peers[mine.Seq])
+		n.dg.mu.Unlock()
+		complete := len(known) > 0
+		for m := range fresh {
+			_, ok := known[m]
+			complete = complete && ok
+		}
+		if !complete {
+			lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+			recs, err := kvValues[DigestRecord](lctx, n.dkv, fmt.Sprintf("seq.%020d.*", mine.Seq))
+			cancel()
+			if err != nil {
+				return
+			}
+			known = map[string]string{}
+			for _, r := range recs {
+				if r.Node != n.cfg.Node && r.Seq == mine.Seq {
+					known[r.Node] = r.Digest
+				}
+			}
+			n.dg.mu.Lock()
+			if n.dg.peers == nil {
+				n.dg.peers = map[uint64]map[string]string{}
+			}
+			n.dg.peers[mine.Seq] = known
+			for seq := range n.dg.peers {
+				if seq < own[0].Seq {
+					delete(n.dg.peers, seq)
+				}
+			}
+			n.dg.mu.Unlock()
 		}
 		have := map[string]bool{}
 		var diff []DigestRecord
-		for _, r := range recs {
-			if r.Node == n.cfg.Node || r.Seq != mine.Seq {
-				continue
-			}
-			have[r.Node] = true
-			if r.Digest != mine.Digest {
-				diff = append(diff, r)
+		for _, node := range slices.Sorted(maps.Keys(known)) {
+			have[node] = true
+			if d := known[node]; d != mine.Digest {
+				diff = append(diff, DigestRecord{Node: node, Seq: mine.Seq, Digest: d})
 			}
 		}
 		if len(have) > 0 {
