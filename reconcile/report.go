@@ -824,11 +824,31 @@ func FindingSummary(f store.Finding) string {
 		Tolerance       string `json:"tolerance"`
 		MerchantOrderID string `json:"merchantOrderId"`
 		Status          string `json:"status"`
+		Evidence        string `json:"evidence"`
+		Named           []struct {
+			Settled bool `json:"settled"`
+		} `json:"named"`
 	}
 	_ = json.Unmarshal(f.Detail, &d)
 	switch {
 	case f.Kind == store.FindingBalanceDrift && d.Unexplained != "":
-		return fmt.Sprintf("%s %s unexplained of a drift of %s (tolerance %s)", d.Unexplained, d.Currency, d.Drift, d.Tolerance)
+		s := fmt.Sprintf("%s %s unexplained of a drift of %s (tolerance %s)", d.Unexplained, d.Currency, d.Drift, d.Tolerance)
+		open := 0
+		for _, n := range d.Named {
+			if !n.Settled {
+				open++
+			}
+		}
+		switch d.Evidence {
+		case EvidenceSettled:
+			s += fmt.Sprintf("; the %d orders it was put down to have settled and the gap stayed", len(d.Named))
+			if len(d.Named) == 1 {
+				s = strings.Replace(s, "the 1 orders it was put down to have", "the order it was put down to has", 1)
+			}
+		case EvidenceUnsettled:
+			s += fmt.Sprintf("; %d of the %d orders named as possible causes not settled yet", open, len(d.Named))
+		}
+		return s
 	case d.Reason != "" && d.MerchantOrderID != "":
 		return d.Reason + " (merchantOrderId " + d.MerchantOrderID + ")"
 	case d.Reason != "":
