@@ -591,12 +591,20 @@ func (c *CurrencyTotals) Format(d decimal.Decimal) string {
 // snapshot before the period (else its first) and End the last before its
 // end, and the comparison figures are unknown (nil) unless the two are
 // the same snapshot.
+//
+// Once the report's bridge is drawn, the figures are the bridge's (see
+// alignBalance): Explained is then what people resolved (accepted as
+// explained or written off), Unexplained the bridge's residual.
 type BalanceSummary struct {
 	Start, End                  store.BalanceSnapshot
 	Actual                      decimal.Decimal
 	Expected, Drift             *decimal.Decimal
 	Explained, Unexplained      *decimal.Decimal
 	Comparisons, OutOfTolerance int
+	// Resolved: part of the drift was resolved by people (Explained is
+	// not zero). UnexplainedBeyondTolerance: the residual is beyond the
+	// currency's tolerance, the one figure shown as alarming.
+	Resolved, UnexplainedBeyondTolerance bool
 	// Series and Drifts are the chart's points, at most maxChartPoints
 	// each (evenly thinned, the last always kept).
 	Series []ChartPoint

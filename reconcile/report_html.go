@@ -59,6 +59,16 @@ func parseReportTemplates() (*template.Template, error) {
 		},
 		"join":    strings.Join,
 		"summary": FindingSummary,
+		// lastNote is the note of the latest action in a finding's trail
+		// that has one: why it stands as it does.
+		"lastNote": func(f store.Finding) string {
+			for i := len(f.Trail) - 1; i >= 0; i-- {
+				if f.Trail[i].Note != "" {
+					return f.Trail[i].Note
+				}
+			}
+			return ""
+		},
 		"count":   func(n int) string { return groupThousands(strconv.Itoa(n)) },
 		"plural":  plural,
 		"counts": func(m map[string]int) string {
@@ -324,9 +334,8 @@ type htmlCurrency struct {
 	Comparisons, OutOfTolerance                     int
 	Chart                                           *chart
 	ByStatus                                        map[string]int
-	// UnexplainedBad: drift is left unexplained and a balance check in
-	// the period found drift beyond tolerance. An unexplained 0.00 is
-	// never alarming, even after a check that was.
+	// UnexplainedBad: the bridge's residual is beyond tolerance. What
+	// people resolved is shown as resolved, never as alarming.
 	UnexplainedBad bool
 }
 
@@ -551,7 +560,7 @@ func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 	h.Actual, h.Expected, h.Drift = c.Format(b.Actual), opt(b.Expected), opt(b.Drift)
 	h.Explained, h.Unexplained = opt(b.Explained), opt(b.Unexplained)
 	h.Comparisons, h.OutOfTolerance = b.Comparisons, b.OutOfTolerance
-	h.UnexplainedBad = b.Unexplained != nil && !b.Unexplained.IsZero() && b.OutOfTolerance > 0
+	h.UnexplainedBad = b.UnexplainedBeyondTolerance
 	h.Chart = newChart(c, b, p)
 	return h
 }
