@@ -69,8 +69,8 @@ func parseReportTemplates() (*template.Template, error) {
 			}
 			return ""
 		},
-		"count":   func(n int) string { return groupThousands(strconv.Itoa(n)) },
-		"plural":  plural,
+		"count":  func(n int) string { return groupThousands(strconv.Itoa(n)) },
+		"plural": plural,
 		"counts": func(m map[string]int) string {
 			parts := make([]string, 0, len(m))
 			for _, k := range sortedKeys(m) {
