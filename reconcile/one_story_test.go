@@ -184,3 +184,57 @@ func TestReporter_oneStory_driftFromBeforeThePeriod(t *testing.T) {
 	}
 	oneStory(t, js.Bytes())
 }
+
+// TestReporter_digest_closedPeriodIsStable: after the period ended, a
+// finding opens on one of its orders, a person resolves its drift finding
+// and the balance checks go on. Its report made again gives the digest
+// first issued, in every format, and says what the digest covers. A late
+// webhook of an order that completed in the period changes it.
+func TestReporter_digest_closedPeriodIsStable(t *testing.T) {
+	e := reportEnv(t)
+	j0, c0, h0 := e.digests(reportDay)
+	if c0 != j0 || h0 != j0 {
+		t.Fatalf("digests differ between formats: %s %s %s", j0, c0, h0)
+	}
+
+	e.clock.Advance(time.Hour)
+	if _, err := e.st.Exec(t.Context(), &store.OpenFindingCmd{FindingKind: store.FindingStuckOrder,
+		Key: "0a000000-0000-4000-8000-000000000006", Detail: json.RawMessage(`{"orderId":"0a000000-0000-4000-8000-000000000006",` +
+			`"merchantOrderId":"m-open","type":"payin","status":"processing","lastChangeAt":"2026-11-01T20:00:01Z",` +
+			`"checkAttempts":9,"giveUpAfter":"24h0m0s"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	fs := e.findings(store.FindingBalanceDrift, "open")
+	if len(fs) != 1 {
+		t.Fatalf("open balance_drift findings = %+v", fs)
+	}
+	e.actOn(fs[0].ID, store.ActionResolve, store.ResolutionWrittenOff)
+	e.clock.Advance(time.Hour)
+	e.run(e.rec.RunBalances)
+	e.clock.Advance(20 * time.Minute)
+
+	if j, c, h := e.digests(reportDay); j != j0 || c != j0 || h != j0 {
+		t.Fatalf("later digests JSON %s CSV %s HTML %s, want the first %s", j, c, h, j0)
+	}
+	var js bytes.Buffer
+	if err := e.reporter().WriteJSON(t.Context(), &js, reportDay); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		DigestCovers string `json:"digestCovers"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &r); err != nil || r.DigestCovers != reconcile.DigestCovers {
+		t.Fatalf("digestCovers %q (%v)", r.DigestCovers, err)
+	}
+	// The report itself does show the change.
+	if jr := e.jsonReport(reportDay); jr.Currencies[0].Verdict == reconcile.VerdictBreaks && len(jr.Currencies[0].Breaks) == 2 {
+		t.Fatalf("brl still breaks on the resolved drift: %+v", jr.Currencies[0].Breaks)
+	}
+
+	// A late webhook of an order that completed in the period.
+	e.observe(rOrder{id: "0e000000-0000-4000-8000-000000000002", mid: "m-late-webhook", typ: "payin", status: "completed",
+		created: "2026-11-01T11:00:00Z", amount: "10.00", net: "9.70", ccy: "brl", completed: "2026-11-01T11:01:00Z"}, store.SourceWebhook)
+	if j, _, _ := e.digests(reportDay); j == j0 {
+		t.Fatalf("a late webhook of an order in the period left the digest at %s", j)
+	}
+}

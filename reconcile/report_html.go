@@ -130,6 +130,8 @@ type htmlHead struct {
 	Verdicts []htmlVerdict
 	// Digest is the report's digest, as in its CSV and JSON (digester).
 	Digest string
+	// DigestCovers is DigestCovers, for the page to say.
+	DigestCovers string
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -393,7 +395,7 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	head := htmlHead{
 		From: rp.p.From.Format("2006-01-02 15:04:05"), To: rp.p.To.Format("2006-01-02 15:04:05"),
 		Generated: rp.gen.Format("2006-01-02 15:04:05"), FileName: rp.p.FileName(FormatHTML),
-		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest,
+		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest, DigestCovers: DigestCovers,
 		CSVHref: opts.CSVHref, JSONHref: strings.TrimSuffix(opts.CSVHref, FormatCSV) + FormatJSON,
 	}
 	if head.CSVHref == "" {

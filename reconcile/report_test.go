@@ -163,7 +163,8 @@ type reportJSON struct {
 		ID         int64
 		Job, Error string
 	}
-	Digest string
+	Digest       string
+	DigestCovers string
 }
 
 func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {

@@ -359,18 +359,6 @@ type jsonCurrencyVerdict struct {
 	jsonVerdict
 }
 
-// zeroAges returns j with every break's age zeroed: the age is measured
-// from when the report was generated, which the digest leaves out.
-func (j jsonCurrencyVerdict) zeroAges() jsonCurrencyVerdict {
-	bs := make([]jsonBreak, len(j.Breaks))
-	for i, b := range j.Breaks {
-		b.AgeSeconds = 0
-		bs[i] = b
-	}
-	j.Breaks = bs
-	return j
-}
-
 // csvVerdict is the verdict's part of a CSV summary row: the columns
 // verdict to break_kinds of CSVSummaryHeader.
 func csvVerdict(c *CurrencyTotals, v *Verdict) []string {
