@@ -385,8 +385,11 @@ func scheduledLinks(files []ReportFile, n int) []reportLinks {
 			out = append(out, reportLinks{Label: periodLabel(f.From, f.To)})
 		}
 		label := strings.ToUpper(f.Format)
-		if f.Summary {
+		switch {
+		case f.Summary:
 			label = "CSV summary"
+		case f.Findings:
+			label = "CSV findings"
 		}
 		last := &out[len(out)-1]
 		last.Links = append(last.Links, reportLink{Format: label, Href: f.Href})

@@ -82,7 +82,7 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 		`Yesterday (2026-11-01): <a href="/v1/reports/reconciliation?format=html&amp;from=2026-11-01&amp;to=2026-11-02">HTML</a> · <a href="/v1/reports/reconciliation?format=csv&amp;from=2026-11-01&amp;to=2026-11-02">CSV</a> · <a href="/v1/reports/reconciliation?format=json&amp;from=2026-11-01&amp;to=2026-11-02">JSON</a>`,
 		`<h2>Recent orders <span class="muted sort">last changed first</span></h2>`,
 		`Written on schedule`,
-		`<li>2026-11-01: <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.html">HTML</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.csv">CSV</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02-summary.csv">CSV summary</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.json">JSON</a></li>`,
+		`<li>2026-11-01: <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.html">HTML</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.csv">CSV</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02-summary.csv">CSV summary</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02-findings.csv">CSV findings</a> · <a href="/v1/reports/files/orderd-reconciliation-2026-11-01-2026-11-02.json">JSON</a></li>`,
 		`<li>2026-10-31: <a href="/v1/reports/files/orderd-reconciliation-2026-10-31-2026-11-01.html">HTML</a>`,
 		// The column says which amount it shows.
 		`<th class="num" title="the amount the provider authorized for the order's own transaction (payin or payout); for an order created through orderd that the provider has not stated yet, the amount requested">Amount authorized</th>`,

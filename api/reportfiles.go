@@ -20,13 +20,13 @@ const ReportFilesPath = "/v1/reports/files"
 
 // reportFileName is the name the scheduled report job gives its files:
 // orderd-reconciliation-<from>-<to>.<csv|json|html>, and the CSV summary
-// as <...>-summary.csv, each bound a UTC date or 20261101T103000Z (with
+// and findings as <...>-summary.csv and <...>-findings.csv, each bound a UTC date or 20261101T103000Z (with
 // milliseconds when it has them). Nothing else in the directory is listed
 // or served: not the job's temporary files (.<name>.<n>.tmp), nor
 // anything an operator put beside them.
 var reportFileName = regexp.MustCompile(`^orderd-reconciliation-` +
 	`(\d{4}-\d{2}-\d{2}|\d{8}T\d{6}(?:\.\d{3})?Z)-(\d{4}-\d{2}-\d{2}|\d{8}T\d{6}(?:\.\d{3})?Z)` +
-	`(?:(-summary)\.csv|\.(csv|json|html))$`)
+	`(?:(-summary|-findings)\.csv|\.(csv|json|html))$`)
 
 // reportFileTypes are the Content-Types of the report files by format,
 // as GET /v1/reports/reconciliation answers them.
@@ -43,6 +43,9 @@ type ReportFile struct {
 	Format string `json:"format"`
 	// Summary marks the CSV per-currency summary beside a CSV report.
 	Summary bool `json:"summary"`
+	// Findings marks the CSV of the findings and their trails beside a
+	// CSV report.
+	Findings bool `json:"findings,omitempty"`
 	// From and To are the report's period, from inclusive, to exclusive.
 	From       time.Time `json:"from"`
 	To         time.Time `json:"to"`
@@ -92,9 +95,9 @@ func parseReportFileName(name string) (f ReportFile, ok bool) {
 	if err1 != nil || err2 != nil || !from.Before(to) {
 		return ReportFile{}, false
 	}
-	f = ReportFile{Name: name, Format: m[4], Summary: m[3] != "", From: from, To: to,
-		Href: ReportFilesPath + "/" + url.PathEscape(name)}
-	if f.Summary {
+	f = ReportFile{Name: name, Format: m[4], Summary: m[3] == "-summary", Findings: m[3] == "-findings",
+		From: from, To: to, Href: ReportFilesPath + "/" + url.PathEscape(name)}
+	if m[3] != "" {
 		f.Format = "csv"
 	}
 	return f, true
@@ -163,12 +166,14 @@ func fileRank(f ReportFile) int {
 	switch {
 	case f.Format == "html":
 		return 0
-	case f.Format == "csv" && !f.Summary:
+	case f.Format == "csv" && !f.Summary && !f.Findings:
 		return 1
 	case f.Summary:
 		return 2
+	case f.Findings:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // ServeHTTP answers GET (and HEAD) /v1/reports/files with the list as

@@ -19,6 +19,7 @@ type reportFileList struct {
 	Files []struct {
 		Name, Format string
 		Summary      bool
+		Findings     bool
 		From, To     time.Time
 		Size         int64
 		ModifiedAt   time.Time
@@ -27,7 +28,7 @@ type reportFileList struct {
 }
 
 // TestReportFiles_list: the list holds the files the scheduled job wrote,
-// the latest period first, HTML, CSV, CSV summary and JSON within a
+// the latest period first, HTML, CSV, CSV summary, CSV findings and JSON within a
 // period, with sizes and times from the files themselves; anything else
 // in the directory is left out.
 func TestReportFiles_list(t *testing.T) {
@@ -77,10 +78,12 @@ func TestReportFiles_list(t *testing.T) {
 		"orderd-reconciliation-2026-11-01-2026-11-02.html",
 		"orderd-reconciliation-2026-11-01-2026-11-02.csv",
 		"orderd-reconciliation-2026-11-01-2026-11-02-summary.csv",
+		"orderd-reconciliation-2026-11-01-2026-11-02-findings.csv",
 		"orderd-reconciliation-2026-11-01-2026-11-02.json",
 		"orderd-reconciliation-2026-10-31-2026-11-01.html",
 		"orderd-reconciliation-2026-10-31-2026-11-01.csv",
 		"orderd-reconciliation-2026-10-31-2026-11-01-summary.csv",
+		"orderd-reconciliation-2026-10-31-2026-11-01-findings.csv",
 		"orderd-reconciliation-2026-10-31-2026-11-01.json",
 	}
 	if strings.Join(names, "\n") != strings.Join(want, "\n") {
@@ -89,6 +92,9 @@ func TestReportFiles_list(t *testing.T) {
 	if f := list.Files[2]; f.Format != "csv" || !f.Summary || !f.From.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)) ||
 		!f.To.Equal(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("summary file described as %+v", f)
+	}
+	if f := list.Files[3]; f.Format != "csv" || f.Summary || !f.Findings {
+		t.Errorf("findings file described as %+v", f)
 	}
 
 	t.Run("a directory not written yet lists nothing", func(t *testing.T) {

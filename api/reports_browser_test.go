@@ -209,7 +209,7 @@ func TestBrowser_reportAndDashboard(t *testing.T) {
 			charts: [...document.querySelectorAll('svg.chart')].map(e => e.id),
 			polylines: document.querySelectorAll('svg.chart polyline').length,
 			brlPoints: document.querySelector('#chart-brl polyline.balance').getAttribute('points'),
-			findings: [...document.querySelectorAll('table#findings tbody tr')].map(r => r.cells[1].textContent + ' ' + r.cells[2].textContent),
+			findings: [...document.querySelectorAll('table#findings tbody tr')].map(r => r.cells[1].firstChild.textContent + ' ' + r.cells[1].querySelector('.note').textContent),
 			orders: [...document.querySelectorAll('table#orders tr.line')].map(r => [
 				r.querySelector('.mid').textContent, r.cells[2].textContent, r.cells[3].textContent, r.cells[4].textContent,
 				r.cells[5].innerText.replace(/\s+/g, ' ')]),
@@ -345,7 +345,7 @@ func TestBrowser_reportAndDashboard(t *testing.T) {
 		}
 		scheduled := step(t, ctx, "read the scheduled reports", chromedp.Evaluate[[]string](
 			`[...document.querySelectorAll('#scheduled li')].map(e => e.textContent)`))
-		if strings.Join(scheduled, "; ") != "2026-11-01: HTML · CSV · CSV summary · JSON; 2026-10-31: HTML · CSV · CSV summary · JSON" {
+		if strings.Join(scheduled, "; ") != "2026-11-01: HTML · CSV · CSV summary · CSV findings · JSON; 2026-10-31: HTML · CSV · CSV summary · CSV findings · JSON" {
 			t.Errorf("scheduled reports %q", scheduled)
 		}
 		checkFits(t, ctx, "the dashboard")

@@ -92,7 +92,11 @@ func newReportServer(t testing.TB, token string) *reportServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := reconcile.New(reconcile.Config{Now: ck.Now, DriftGrace: 1}, st, client, nil)
+	// No balance check polls: the fixture applies what orderd learns
+	// itself, and the order created through the gateway keeps showing the
+	// amount it asked for (a check that did not add up would ask the
+	// provider about it and learn its authorized amount).
+	rec := reconcile.New(reconcile.Config{Now: ck.Now, DriftGrace: 1, DriftPolls: -1}, st, client, nil)
 	reporter := reconcile.NewReporter(st, reconcile.ReportConfig{Now: ck.Now})
 	reportsDir := filepath.Join(t.TempDir(), "reports")
 	files := api.NewReportFiles(api.ReportFilesConfig{Dir: reportsDir})
@@ -295,8 +299,9 @@ func checkCSV(t *testing.T, body []byte) {
 		t.Fatalf("not CSV: %v", err)
 	}
 	// Lines: header + 8 orders final or open in the period; then the
-	// summary: header + brl + usd.
-	if len(recs) != 1+8+1+2 || recs[0][0] != "order_id" || recs[9][0] != "currency" {
+	// summary: header + brl + usd; then the findings: header + 2.
+	if len(recs) != 1+8+1+2+1+2 || recs[0][0] != "order_id" || recs[9][0] != "currency" || recs[12][0] != "finding_id" ||
+		recs[13][1] != "balance_drift" || recs[14][1] != "quarantined_webhook" {
 		t.Fatalf("records: %q", recs)
 	}
 	// The order created through the gateway shows what it asked for.
@@ -332,7 +337,7 @@ func checkJSON(t *testing.T, body []byte) {
 
 func checkHTML(t *testing.T, body []byte) {
 	t.Helper()
-	for _, want := range []string{`class="chart" id="chart-brl"`, `<table id="findings">`, `<td>balance_drift</td><td>brl</td>`,
+	for _, want := range []string{`class="chart" id="chart-brl"`, `<table id="findings">`, `<td>balance_drift<span class="note">brl</span></td>`,
 		`href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv"`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("HTML report lacks %q", want)

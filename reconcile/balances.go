@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"orderd/provider"
 	"orderd/store"
 )
@@ -29,13 +31,17 @@ const maxPendingCandidates = 20_000
 // the books last balanced, so a movement learned late can still explain
 // it and real missing money keeps showing until it is explained.
 //
-// The drift is then explained (see Explain) by completions near either
-// snapshot, orders still processing, refunds in flight and in-doubt
-// creations. An unexplained rest beyond DriftTolerance opens (or refreshes)
-// a balance_drift finding keyed by currency, which queues a
-// reconcile.balance_drift event; a later comparison within tolerance
-// resolves it, unless a person reopened it (then only a person resolves
-// it again). Every comparison is stored in balance_drifts.
+// The books agree when the drift is within DriftTolerance. Only then does
+// the currency's balance_drift finding resolve by itself (unless a person
+// reopened it: then only a person resolves it again). The orders whose
+// amounts could account for a drift (see Explain: completions near either
+// snapshot, orders still processing, refunds in flight, in-doubt
+// creations) are evidence for a person, named in the comparison's detail
+// with whether each has settled since; that their amounts sum to the gap
+// never makes it agree. A drift beyond tolerance opens (or refreshes) a
+// balance_drift finding keyed by currency, which queues a
+// reconcile.balance_drift event. Every comparison is stored in
+// balance_drifts.
 //
 // A comparison that does not add up first asks the provider (get-status)
 // about the orders that could explain it — the currency's orders still
@@ -109,7 +115,7 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 	if !ok {
 		return nil // the first snapshot of this currency
 	}
-	d, err := r.drift(ctx, opening, closing, nil)
+	d, det, err := r.drift(ctx, opening, closing, nil)
 	if err != nil {
 		return err
 	}
@@ -117,7 +123,7 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 		// Before calling it a drift, ask the provider about the orders
 		// that could explain it: a completion orderd has not heard of yet
 		// is timing, not missing money.
-		asked, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, c)
+		asked, err := r.askAboutDrift(ctx, ccy, closing.TakenAt, d.Drift, c)
 		if err != nil {
 			return err
 		}
@@ -127,10 +133,16 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 			if err != nil {
 				return err
 			}
-			if d, err = r.drift(ctx, opening, closing, asked.stillPending); err != nil {
+			if d, det, err = r.drift(ctx, opening, closing, asked.stillPending); err != nil {
 				return err
 			}
 		}
+	}
+	if err := r.nameCandidates(ctx, &det, d.WithinTolerance); err != nil {
+		return err
+	}
+	if d.Detail, err = json.Marshal(det); err != nil {
+		return fmt.Errorf("drift detail: %w", err)
 	}
 	d.RunID = runID
 	c.add("compared", 1)
@@ -155,10 +167,84 @@ func (r *Reconciler) compare(ctx context.Context, runID int64, b provider.Balanc
 			"drift", d.Drift)
 	case resolved:
 		c.add("findings_resolved", 1)
-		log.Info("balance drift explained", "drift", d.Drift, "explained", d.Explained)
+		log.Info("balance agrees again from where the books last agreed; balance_drift finding resolved",
+			"drift", d.Drift, "opening", d.Opening.ID)
+	case !d.WithinTolerance:
+		log.Info("balance drift unexplained; the finding stays open", "drift", d.Drift,
+			"attributed", det.Attributed, "evidence", det.Evidence)
 	default:
-		log.Debug("balance compared", "drift", d.Drift, "unexplained", d.Unexplained)
+		log.Debug("balance compared", "drift", d.Drift)
 	}
+	return nil
+}
+
+// maxNamed bounds the orders a comparison's detail names: the first ones
+// named are kept, the rest counted.
+const maxNamed = 20
+
+// nameCandidates fills det.Named: the orders the comparisons of this
+// stretch (those from the same opening snapshot while the books do not
+// agree) named as possible causes of the drift, with where each stands
+// now, and det.Evidence, which sums them up. An order stays named once
+// named, so a person sees that the orders it was put down to settled and
+// the gap stayed.
+func (r *Reconciler) nameCandidates(ctx context.Context, det *DriftDetail, agreed bool) error {
+	var named []NamedOrder
+	if !agreed {
+		prev, ok, err := r.store.PreviousBalanceDrift(ctx, det.Currency, det.Closing.ID)
+		if err != nil {
+			return err
+		}
+		if ok && !prev.WithinTolerance && prev.Opening.ID == det.Opening.ID {
+			var pd DriftDetail
+			if json.Unmarshal(prev.Detail, &pd) == nil {
+				named, det.NamedLeftOut = pd.Named, pd.NamedLeftOut
+			}
+		}
+	}
+	key := func(o PartOrder) string {
+		if o.MerchantOrderID != "" {
+			return o.MerchantOrderID + "/" + o.Entry
+		}
+		return o.OrderID + "/" + o.Entry
+	}
+	have := map[string]bool{}
+	for _, n := range named {
+		have[key(n.PartOrder)] = true
+	}
+	for _, p := range det.Parts {
+		for _, o := range p.Orders {
+			if have[key(o)] {
+				continue
+			}
+			have[key(o)] = true
+			if len(named) >= maxNamed {
+				det.NamedLeftOut++
+				continue
+			}
+			named = append(named, NamedOrder{PartOrder: o, Kind: p.Kind, NamedAt: det.Closing.TakenAt})
+		}
+	}
+	mids := make([]string, 0, len(named))
+	for _, n := range named {
+		mids = append(mids, n.MerchantOrderID)
+	}
+	st, err := r.store.Settlements(ctx, mids)
+	if err != nil {
+		return err
+	}
+	det.Evidence = EvidenceNone
+	for i := range named {
+		s := st[named[i].MerchantOrderID]
+		named[i].Status, named[i].Settled = s.Status, s.Settled
+		switch {
+		case !s.Settled:
+			det.Evidence = EvidenceUnsettled
+		case det.Evidence == EvidenceNone:
+			det.Evidence = EvidenceSettled
+		}
+	}
+	det.Named = named
 	return nil
 }
 
@@ -180,7 +266,7 @@ type asked struct {
 // still in doubt, and the orders handed to orderd to follow that it has
 // not seen yet (their currency is unknown until then). A failed call is
 // logged and skipped: the comparison then stands on what orderd knew.
-func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, c *counts) (asked, error) {
+func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time.Time, drift decimal.Decimal, c *counts) (asked, error) {
 	out := asked{stillPending: map[string]bool{}}
 	limit := r.cfg.DriftPolls
 	if limit <= 0 {
@@ -194,10 +280,24 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 			mids = append(mids, mid)
 		}
 	}
-	pending, err := r.store.PendingMovements(ctx, ccy, limit)
+	pending, err := r.inFlight(ctx, ccy, maxPendingCandidates)
 	if err != nil {
 		return out, err
 	}
+	// Most likely first: an order whose movement has the drift's sign
+	// (a payin for money that appeared, a payout or refund for money that
+	// went), then the oldest, which had the longest time to finish
+	// unheard of.
+	slices.SortStableFunc(pending, func(a, b store.PendingMovement) int {
+		ma, mb := a.Amount.Sign() == drift.Sign(), b.Amount.Sign() == drift.Sign()
+		if ma != mb {
+			if ma {
+				return -1
+			}
+			return 1
+		}
+		return a.Since.Compare(b.Since)
+	})
 	for _, p := range pending {
 		add(p.MerchantOrderID)
 	}
@@ -244,7 +344,7 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 			c.add("learned", 1)
 			log.Info("drift: learned a change from the provider", "merchantOrderId", mid, "status", order.Status, "event", res.EventID)
 		}
-		if res.Outcome != outcomeConflict && inFlight(order) {
+		if res.Outcome != outcomeConflict && orderInFlight(order) {
 			out.stillPending[mid] = true
 		}
 	}
@@ -267,9 +367,26 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 	return out, nil
 }
 
-// inFlight reports whether every movement of o is still to happen: the
-// order is not final, or it is and every refund of it is not final.
-func inFlight(o *provider.Order) bool {
+// inFlight returns the currency's movements that may still happen, at
+// most limit of each source: the pending movements orderd derived from
+// order states, and the gateway's orders in flight that show no
+// transaction yet (a payin the customer has not paid, as far as orderd
+// knows), whose amount is the gateway request's.
+func (r *Reconciler) inFlight(ctx context.Context, ccy string, limit int) ([]store.PendingMovement, error) {
+	pending, err := r.store.PendingMovements(ctx, ccy, limit)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := r.store.GatewayOrdersInFlight(ctx, ccy, limit)
+	if err != nil {
+		return nil, err
+	}
+	return append(pending, gw...), nil
+}
+
+// orderInFlight reports whether every movement of o is still to happen:
+// the order is not final, or it is and every refund of it is not final.
+func orderInFlight(o *provider.Order) bool {
 	if !o.Status.IsFinal() {
 		return true
 	}
@@ -287,6 +404,15 @@ func inFlight(o *provider.Order) bool {
 
 // DriftDetail is the detail of a balance_drift finding and of a stored
 // comparison (balance_drifts.detail). Amounts are numeric strings.
+//
+// Drift is measured from the last snapshot at which the books agreed.
+// Unexplained is the whole drift: nothing but the books agreeing again (or
+// a person) accounts for it. Explained stays "0.00"; comparisons made
+// before attribution stopped counting as explanation wrote there the part
+// their candidates summed to. Attributed and Parts are the orders whose
+// amounts could account for the drift, and Named every order the
+// comparisons from the same opening snapshot named, with whether each
+// has settled since: evidence for a person to check.
 type DriftDetail struct {
 	Currency          string      `json:"currency"`
 	Opening           SnapshotRef `json:"opening"`
@@ -303,6 +429,46 @@ type DriftDetail struct {
 	Method     string `json:"method"`
 	Candidates int    `json:"candidates"`
 	Parts      []Part `json:"parts"`
+	// Attributed is the sum of Parts.
+	Attributed string `json:"attributed,omitempty"`
+	// Carried are movements placed just before the opening snapshot that
+	// orderd learned only after the books agreed there: that agreement did
+	// not count them, so neither did the provider's balance at that
+	// snapshot (its clock ran behind), and this comparison counts them in
+	// Expected.
+	Carried []PartOrder `json:"carried,omitempty"`
+	// Named, NamedLeftOut and Evidence: see NamedOrder.
+	Named        []NamedOrder `json:"named,omitempty"`
+	NamedLeftOut int          `json:"namedLeftOut,omitempty"`
+	Evidence     string       `json:"evidence,omitempty"`
+}
+
+// Evidence values: what the orders a drift was put down to say about it.
+const (
+	// EvidenceNone: no order could account for any of it.
+	EvidenceNone = "none"
+	// EvidenceUnsettled: an order named is not final yet; when it
+	// settles, its movement is counted and the books may agree.
+	EvidenceUnsettled = "unsettled"
+	// EvidenceSettled: every order named settled and the gap stayed: it
+	// is plainly unexplained.
+	EvidenceSettled = "settled"
+)
+
+// NamedOrder is an order a comparison named as a possible cause of a
+// drift, and where it stands at the latest comparison.
+type NamedOrder struct {
+	PartOrder
+	// Kind is the part it was named in (boundary, processing, …).
+	Kind string `json:"kind"`
+	// NamedAt is the closing snapshot of the comparison that first named
+	// it.
+	NamedAt time.Time `json:"namedAt"`
+	// Status is the order's status now ("creation <state>" for a creation
+	// orderd holds no order for).
+	Status string `json:"status"`
+	// Settled: final, and its movements are in the ledger.
+	Settled bool `json:"settled"`
 }
 
 // SnapshotRef is one balance snapshot in a DriftDetail.
@@ -312,26 +478,45 @@ type SnapshotRef struct {
 	TakenAt time.Time `json:"takenAt"`
 }
 
-// drift computes the comparison between two snapshots of one currency.
-// stillPending names orders the provider showed in flight after the
-// closing snapshot: they are no candidates.
-func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot, stillPending map[string]bool) (store.BalanceDrift, error) {
+// drift computes the comparison between two snapshots of one currency:
+// the books agree (WithinTolerance) when actual minus expected is within
+// the currency's tolerance. stillPending names orders the provider showed
+// in flight after the closing snapshot: they are no candidates. The
+// returned comparison's Detail is left for the caller to fill from det.
+func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSnapshot, stillPending map[string]bool) (store.BalanceDrift, DriftDetail, error) {
 	ccy := closing.Currency
 	t0, t1 := opening.TakenAt, closing.TakenAt
 	expected, nMoves, err := r.store.LedgerSum(ctx, ccy, t0, t1)
 	if err != nil {
-		return store.BalanceDrift{}, err
+		return store.BalanceDrift{}, DriftDetail{}, err
+	}
+	carried, err := r.carriedAcross(ctx, opening)
+	if err != nil {
+		return store.BalanceDrift{}, DriftDetail{}, err
+	}
+	var carriedRefs []PartOrder
+	for _, m := range carried {
+		expected = expected.Add(m.Amount)
+		nMoves++
+		carriedRefs = append(carriedRefs, PartOrder{OrderID: m.ProviderOrderID, MerchantOrderID: m.MerchantOrderID,
+			Entry: m.Kind, Amount: formatSigned(m.Amount), At: m.PlacedAt, Note: "placed just before the opening snapshot, learned after the books agreed there"})
 	}
 	actual := closing.Amount.Sub(opening.Amount)
 	drift := actual.Sub(expected)
 
-	cands, err := r.candidates(ctx, ccy, t0, t1, stillPending)
+	skip := map[string]bool{}
+	for _, m := range carried {
+		skip[m.ProviderOrderID+"/"+m.EntryKey] = true
+	}
+	cands, err := r.candidates(ctx, ccy, t0, t1, stillPending, skip)
 	if err != nil {
-		return store.BalanceDrift{}, err
+		return store.BalanceDrift{}, DriftDetail{}, err
 	}
 	ex := Explain(drift, cands)
 	tol := r.cfg.DriftTolerance[ccy]
-	within := ex.Unexplained.Abs().LessThanOrEqual(tol)
+	// Attribution is evidence, not resolution: only the drift itself
+	// being within tolerance means the books agree.
+	within := drift.Abs().LessThanOrEqual(tol)
 
 	det := DriftDetail{
 		Currency:          ccy,
@@ -341,28 +526,55 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 		Expected:          formatSigned(expected),
 		ExpectedMovements: nMoves,
 		Drift:             formatSigned(drift),
-		Explained:         formatSigned(ex.Explained),
-		Unexplained:       formatSigned(ex.Unexplained),
+		Explained:         formatSigned(decimal.Zero),
+		Unexplained:       formatSigned(drift),
 		Tolerance:         formatSigned(tol),
 		WithinTolerance:   within,
 		Method:            ex.Method,
 		Candidates:        len(cands),
 		Parts:             ex.Parts,
+		Attributed:        formatSigned(ex.Explained),
+		Carried:           carriedRefs,
 	}
 	if det.Parts == nil {
 		det.Parts = []Part{}
 	}
-	raw, err := json.Marshal(det)
-	if err != nil {
-		return store.BalanceDrift{}, fmt.Errorf("drift detail: %w", err)
-	}
 	return store.BalanceDrift{
 		Currency: ccy, Opening: opening, Closing: closing,
 		Actual: actual, Expected: expected, Drift: drift,
-		Explained: ex.Explained, Unexplained: ex.Unexplained,
+		Explained: decimal.Zero, Unexplained: drift,
 		Tolerance: tol, WithinTolerance: within,
-		Detail: raw, ComputedAt: r.now(),
-	}, nil
+		ComputedAt: r.now(),
+	}, det, nil
+}
+
+// carriedAcross returns the movements placed within BoundaryWindow before
+// the opening snapshot that orderd learned after the comparison that
+// closed at that snapshot was made, when that comparison agreed (or a
+// person accepted it). They were not counted when the books agreed there,
+// so the provider's balance at that snapshot did not hold them either:
+// its clock runs behind orderd's, and a completion just after the
+// snapshot carries a completedAt just before it.
+func (r *Reconciler) carriedAcross(ctx context.Context, opening store.BalanceSnapshot) ([]store.LedgerMovement, error) {
+	w := r.cfg.BoundaryWindow
+	if w <= 0 {
+		return nil, nil
+	}
+	agreedAt, ok, err := r.store.AgreedAt(ctx, opening)
+	if err != nil || !ok {
+		return nil, err
+	}
+	moves, err := r.store.LedgerMovements(ctx, opening.Currency, opening.TakenAt.Add(-w), opening.TakenAt)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.LedgerMovement
+	for _, m := range moves {
+		if m.LearnedAt.After(agreedAt) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // candidates collects what may explain a drift of currency between t0 and
@@ -380,7 +592,9 @@ func (r *Reconciler) drift(ctx context.Context, opening, closing store.BalanceSn
 // Pending: an order still processing or a refund in flight may already be
 // in the provider's balance, contributing the amount it would move.
 // Unsettled creations likewise, unless their order is already known.
-func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time, stillPending map[string]bool) ([]Candidate, error) {
+// Carried names the movements the comparison already counts across the
+// opening snapshot (see carriedAcross): they are no candidates.
+func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Time, stillPending, carried map[string]bool) ([]Candidate, error) {
 	w := r.cfg.BoundaryWindow
 	var cands []Candidate
 	known := map[string]bool{}
@@ -404,7 +618,7 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 			}
 			for _, m := range moves {
 				key := m.ProviderOrderID + "/" + m.EntryKey
-				if seen[key] {
+				if seen[key] || carried[key] {
 					continue
 				}
 				seen[key] = true
@@ -427,7 +641,7 @@ func (r *Reconciler) candidates(ctx context.Context, ccy string, t0, t1 time.Tim
 			}
 		}
 	}
-	pending, err := r.store.PendingMovements(ctx, ccy, maxPendingCandidates)
+	pending, err := r.inFlight(ctx, ccy, maxPendingCandidates)
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,10 @@ type BalanceStore interface {
 	LedgerMovements(ctx context.Context, currency string, from, to time.Time) ([]store.LedgerMovement, error)
 	PendingMovements(ctx context.Context, currency string, limit int) ([]store.PendingMovement, error)
 	UnsettledCreations(ctx context.Context) ([]store.UnsettledCreation, error)
+	GatewayOrdersInFlight(ctx context.Context, currency string, limit int) ([]store.PendingMovement, error)
+	PreviousBalanceDrift(ctx context.Context, currency string, closingID int64) (store.BalanceDrift, bool, error)
+	AgreedAt(ctx context.Context, snapshot store.BalanceSnapshot) (time.Time, bool, error)
+	Settlements(ctx context.Context, merchantOrderIDs []string) (map[string]store.Settlement, error)
 }
 
 // RequisiteStore holds the requisites to sweep.

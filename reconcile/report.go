@@ -591,12 +591,20 @@ func (c *CurrencyTotals) Format(d decimal.Decimal) string {
 // snapshot before the period (else its first) and End the last before its
 // end, and the comparison figures are unknown (nil) unless the two are
 // the same snapshot.
+//
+// Once the report's bridge is drawn, the figures are the bridge's (see
+// alignBalance): Explained is then what people resolved (accepted as
+// explained or written off), Unexplained the bridge's residual.
 type BalanceSummary struct {
 	Start, End                  store.BalanceSnapshot
 	Actual                      decimal.Decimal
 	Expected, Drift             *decimal.Decimal
 	Explained, Unexplained      *decimal.Decimal
 	Comparisons, OutOfTolerance int
+	// Resolved: part of the drift was resolved by people (Explained is
+	// not zero). UnexplainedBeyondTolerance: the residual is beyond the
+	// currency's tolerance, the one figure shown as alarming.
+	Resolved, UnexplainedBeyondTolerance bool
 	// Series and Drifts are the chart's points, at most maxChartPoints
 	// each (evenly thinned, the last always kept).
 	Series []ChartPoint
@@ -824,11 +832,31 @@ func FindingSummary(f store.Finding) string {
 		Tolerance       string `json:"tolerance"`
 		MerchantOrderID string `json:"merchantOrderId"`
 		Status          string `json:"status"`
+		Evidence        string `json:"evidence"`
+		Named           []struct {
+			Settled bool `json:"settled"`
+		} `json:"named"`
 	}
 	_ = json.Unmarshal(f.Detail, &d)
 	switch {
 	case f.Kind == store.FindingBalanceDrift && d.Unexplained != "":
-		return fmt.Sprintf("%s %s unexplained of a drift of %s (tolerance %s)", d.Unexplained, d.Currency, d.Drift, d.Tolerance)
+		s := fmt.Sprintf("%s %s unexplained of a drift of %s (tolerance %s)", d.Unexplained, d.Currency, d.Drift, d.Tolerance)
+		open := 0
+		for _, n := range d.Named {
+			if !n.Settled {
+				open++
+			}
+		}
+		switch d.Evidence {
+		case EvidenceSettled:
+			s += fmt.Sprintf("; the %d orders it was put down to have settled and the gap stayed", len(d.Named))
+			if len(d.Named) == 1 {
+				s = strings.Replace(s, "the 1 orders it was put down to have", "the order it was put down to has", 1)
+			}
+		case EvidenceUnsettled:
+			s += fmt.Sprintf("; %d of the %d orders named as possible causes not settled yet", open, len(d.Named))
+		}
+		return s
 	case d.Reason != "" && d.MerchantOrderID != "":
 		return d.Reason + " (merchantOrderId " + d.MerchantOrderID + ")"
 	case d.Reason != "":

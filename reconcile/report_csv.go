@@ -12,6 +12,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"orderd/provider"
+	"orderd/store"
 )
 
 // CSVLineHeader is the header of the CSV order lines.
@@ -38,6 +39,14 @@ var CSVSummaryHeader = []string{
 	"digest",
 }
 
+// CSVFindingHeader is the header of the CSV findings section: one row per
+// action in a finding's trail (a finding nobody acted on has one row with
+// the action columns empty), the finding's columns repeated on each.
+var CSVFindingHeader = []string{
+	"finding_id", "kind", "key", "state", "status", "found_at", "resolved_at", "resolution", "resolved_by",
+	"summary", "action", "action_by", "action_resolution", "action_note", "action_at",
+}
+
 // csvLineText and csvSummaryText mark the text columns of each CSV: the
 // values stored as the provider or orderd wrote them (ids, type, status,
 // membership, currencies, how the order was learned, finding kinds). The
@@ -49,6 +58,8 @@ var (
 		"authorized_currency", "merchant_currency", "fee_currency", "refunded_currency", "learned_via", "open_findings",
 		"requested_currency")
 	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds", "digest")
+	csvFindingText = textColumns(CSVFindingHeader, "kind", "key", "state", "status", "resolution", "resolved_by",
+		"summary", "action", "action_by", "action_resolution", "action_note")
 )
 
 // textColumns marks the columns of header that names names.
@@ -75,8 +86,22 @@ const csvGuardedColumn = "formulas_guarded"
 // lines go to lines; the per-currency summary goes to summary, or, when
 // summary is nil, to lines after an empty line, with its own header.
 // Lines are written as they are read and totals kept per currency, so
-// the report streams in one pass.
+// the report streams in one pass. The findings, one row per action of
+// their trails, follow the summary after an empty line when summary is
+// nil; with a summary of its own, WriteCSV leaves them out (WriteCSVParts
+// writes them to a third stream).
 func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Period) error {
+	if summary != nil {
+		return r.WriteCSVParts(ctx, lines, summary, io.Discard, p)
+	}
+	return r.WriteCSVParts(ctx, lines, nil, nil, p)
+}
+
+// WriteCSVParts is WriteCSV with the findings section (CSVFindingHeader)
+// written to findings; when summary is nil, findings must be nil too and
+// every section goes to lines, one after the other, each after an empty
+// line.
+func (r *Reporter) WriteCSVParts(ctx context.Context, lines, summary, findings io.Writer, p Period) error {
 	rp, err := r.open(ctx, p)
 	if err != nil {
 		return err
@@ -133,10 +158,50 @@ func (r *Reporter) WriteCSV(ctx context.Context, lines, summary io.Writer, p Per
 		}
 		sw.record(rec)
 	}
-	if err := sw.flush(); err != nil {
+	// The findings with their trails: a person signing the period off
+	// sees who resolved what, how and why.
+	fw := sw
+	if summary != nil {
+		if err := sw.flush(); err != nil {
+			return fmt.Errorf("write csv: %w", err)
+		}
+		fw = newCSVWriter(findings, r.csvGuard, csvFindingText)
+	} else {
+		fw.text = csvFindingText
+		fw.raw("\r\n") // an empty line ends the summary section
+	}
+	fw.record(CSVFindingHeader)
+	err = rp.tx.Findings(ctx, rp.p.From, rp.p.To, func(f store.Finding) error {
+		for _, rec := range csvFinding(f) {
+			fw.record(rec)
+		}
+		return fw.err
+	})
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	if err := fw.flush(); err != nil {
 		return fmt.Errorf("write csv: %w", err)
 	}
 	return nil
+}
+
+// csvFinding returns the rows of f in the findings section.
+func csvFinding(f store.Finding) [][]string {
+	var resolved string
+	if f.ResolvedAt != nil {
+		resolved = csvTime(*f.ResolvedAt)
+	}
+	head := []string{strconv.FormatInt(f.ID, 10), f.Kind, f.Key, f.State, f.Status, csvTime(f.FoundAt), resolved,
+		f.Resolution, f.ResolvedBy, FindingSummary(f)}
+	if len(f.Trail) == 0 {
+		return [][]string{append(head, "", "", "", "", "")}
+	}
+	out := make([][]string, 0, len(f.Trail))
+	for _, a := range f.Trail {
+		out = append(out, append(slices.Clip(head), a.Action, a.By, a.Resolution, a.Note, csvTime(a.At)))
+	}
+	return out
 }
 
 // csvWriter writes RFC 4180 records exactly (see WriteCSV), buffered.

@@ -13,14 +13,22 @@ import (
 )
 
 // digester computes a report's digest, the same in the JSON, CSV and HTML
-// reports of a period: the SHA-256 of the report's canonical content, that
-// is the JSON report's values without the generation time and the breaks'
-// ages (both measured from when the report was generated), taken in an
-// order every format can follow in its one pass over the orders: the
-// period, each order line, each currency with its verdict, each finding,
-// each reconcile run. Every value is its JSON report form on one line
-// after a one-letter tag, so no two different reports hash alike by a
-// value sliding from one part into the next.
+// reports of a period: the SHA-256 of the period's books as the report
+// gives them, taken in an order every format can follow in its one pass
+// over the orders: the period, each order line, each currency's totals,
+// balances and bridge movements, each finding found in the period, each
+// reconcile run. Every value is its JSON report form on one line after a
+// one-letter tag, so no two different reports hash alike by a value
+// sliding from one part into the next.
+//
+// What people and later checks do after the period is left out, so that
+// the digest finance signed for a period that has ended comes out the same
+// whenever its report is made again, unless the data of the period itself
+// changed (a late webhook of an order in it): the open findings on each
+// line, how each finding stands now (state, detail, trail), and what
+// depends on it — the verdict, the breaks, the bridge's other, expected
+// closing and residual, and the summary's resolved and unexplained parts.
+// DigestCovers says so in every report.
 type digester struct {
 	h   hash.Hash
 	buf bytes.Buffer
@@ -40,9 +48,24 @@ func newDigester(p Period) *digester {
 	return d
 }
 
-// line adds an order line, as the JSON report writes it (lineEncoder).
+// DigestCovers is what a report's digest covers, as the reports say it.
+const DigestCovers = "the period's books: order lines (without the findings open on them now), " +
+	"per-currency totals, balances and the bridge's movements, the findings found in the period " +
+	"(id, kind, subject, when found) and the reconcile runs; how findings stand now, the verdict, " +
+	"the breaks and what people resolved are left out, so a period that has ended keeps its digest " +
+	"unless data of the period itself changed"
+
+// openFindingsField starts the last field of a line as lineEncoder writes
+// it, which the digest leaves out.
+var openFindingsField = []byte(`,"openFindings":[`)
+
+// line adds an order line, as the JSON report writes it (lineEncoder),
+// without its open findings: they are how the line stands now.
 func (d *digester) line(b []byte) {
-	d.lb = append(append(append(d.lb[:0], 'l'), b...), '\n')
+	if i := bytes.LastIndex(b, openFindingsField); i >= 0 {
+		b = b[:i]
+	}
+	d.lb = append(append(append(append(d.lb[:0], 'l'), b...), '}'), '\n')
 	d.h.Write(d.lb)
 }
 
@@ -58,11 +81,47 @@ func (d *digester) value(tag byte, v any) {
 	}
 }
 
-// currency adds a currency of the report, its breaks' ages left out.
-func (d *digester) currency(jc jsonCurrencyVerdict) { d.value('c', jc.zeroAges()) }
+// digestBridge is the part of a bridge the digest covers: the balances
+// and the ledger's movements, not what people accepted since.
+type digestBridge struct {
+	Opening, Closing               *string
+	Payins, Payouts, Refunds, Fees *string
+}
+
+// digestCurrency is the part of a currency the digest covers.
+type digestCurrency struct {
+	Currency jsonCurrency
+	Bridge   digestBridge
+}
+
+// currency adds a currency of the report: its totals and balances
+// without the parts people resolved, and its bridge's balances and
+// movements.
+func (d *digester) currency(jc jsonCurrencyVerdict) {
+	c := jc.jsonCurrency
+	if c.Balance != nil {
+		b := *c.Balance
+		b.DriftExplained, b.DriftUnexplained = nil, nil
+		c.Balance = &b
+	}
+	m := jc.Bridge.Movements
+	d.value('c', digestCurrency{Currency: c, Bridge: digestBridge{Opening: jc.Bridge.Opening, Closing: jc.Bridge.Closing,
+		Payins: m.Payins, Payouts: m.Payouts, Refunds: m.Refunds, Fees: m.Fees}})
+}
+
+// digestFinding is the part of a finding the digest covers: that it was
+// found in the period, not how it stands now.
+type digestFinding struct {
+	ID      int64
+	Kind    string
+	Key     string
+	FoundAt jsonTime
+}
 
 // finding adds a finding of the report.
-func (d *digester) finding(f store.Finding) { d.value('f', newJSONFinding(f)) }
+func (d *digester) finding(f store.Finding) {
+	d.value('f', digestFinding{ID: f.ID, Kind: f.Kind, Key: f.Key, FoundAt: jsonTime(f.FoundAt)})
+}
 
 // run adds a reconcile run of the report.
 func (d *digester) run(r store.ReconcileRun) { d.value('r', newJSONRun(r)) }

@@ -147,29 +147,43 @@ func SummaryPath(path string) string {
 	return strings.TrimSuffix(path, ".csv") + "-summary.csv"
 }
 
-// WriteCSVFiles writes the CSV report of p to path (order lines) and
-// SummaryPath(path) (per-currency totals), each atomically.
+// FindingsPath is where a CSV report written to path puts its findings
+// with their trails: "report.csv" → "report-findings.csv".
+func FindingsPath(path string) string {
+	return strings.TrimSuffix(path, ".csv") + "-findings.csv"
+}
+
+// WriteCSVFiles writes the CSV report of p to path (order lines),
+// SummaryPath(path) (per-currency totals) and FindingsPath(path) (the
+// findings and their trails), each atomically.
 func (r *Reporter) WriteCSVFiles(ctx context.Context, path string, p Period) error {
-	lines, err := createAtomic(path)
-	if err != nil {
+	var files []*atomicFile
+	abort := func() {
+		for _, f := range files {
+			f.abort()
+		}
+	}
+	for _, name := range []string{path, SummaryPath(path), FindingsPath(path)} {
+		f, err := createAtomic(name)
+		if err != nil {
+			abort()
+			return err
+		}
+		files = append(files, f)
+	}
+	if err := r.WriteCSVParts(ctx, files[0].w, files[1].w, files[2].w, p); err != nil {
+		abort()
 		return err
 	}
-	sumPath := SummaryPath(path)
-	summary, err := createAtomic(sumPath)
-	if err != nil {
-		lines.abort()
-		return err
+	for i, f := range files {
+		if err := f.commit(); err != nil {
+			for _, g := range files[i+1:] {
+				g.abort()
+			}
+			return err
+		}
 	}
-	if err := r.WriteCSV(ctx, lines.w, summary.w, p); err != nil {
-		lines.abort()
-		summary.abort()
-		return err
-	}
-	if err := lines.commit(); err != nil {
-		summary.abort()
-		return err
-	}
-	return summary.commit()
+	return nil
 }
 
 // WriteFile writes the report of p in format to path atomically; a CSV
@@ -208,7 +222,7 @@ func (r *Reporter) WriteAll(ctx context.Context, dir string, p Period) ([]string
 		}
 		paths = append(paths, path)
 		if f == FormatCSV {
-			paths = append(paths, SummaryPath(path))
+			paths = append(paths, SummaryPath(path), FindingsPath(path))
 		}
 	}
 	return paths, errors.Join(errs...)

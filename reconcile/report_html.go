@@ -59,8 +59,18 @@ func parseReportTemplates() (*template.Template, error) {
 		},
 		"join":    strings.Join,
 		"summary": FindingSummary,
-		"count":   func(n int) string { return groupThousands(strconv.Itoa(n)) },
-		"plural":  plural,
+		// lastNote is the note of the latest action in a finding's trail
+		// that has one: why it stands as it does.
+		"lastNote": func(f store.Finding) string {
+			for i := len(f.Trail) - 1; i >= 0; i-- {
+				if f.Trail[i].Note != "" {
+					return f.Trail[i].Note
+				}
+			}
+			return ""
+		},
+		"count":  func(n int) string { return groupThousands(strconv.Itoa(n)) },
+		"plural": plural,
 		"counts": func(m map[string]int) string {
 			parts := make([]string, 0, len(m))
 			for _, k := range sortedKeys(m) {
@@ -120,6 +130,8 @@ type htmlHead struct {
 	Verdicts []htmlVerdict
 	// Digest is the report's digest, as in its CSV and JSON (digester).
 	Digest string
+	// DigestCovers is DigestCovers, for the page to say.
+	DigestCovers string
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -324,9 +336,8 @@ type htmlCurrency struct {
 	Comparisons, OutOfTolerance                     int
 	Chart                                           *chart
 	ByStatus                                        map[string]int
-	// UnexplainedBad: drift is left unexplained and a balance check in
-	// the period found drift beyond tolerance. An unexplained 0.00 is
-	// never alarming, even after a check that was.
+	// UnexplainedBad: the bridge's residual is beyond tolerance. What
+	// people resolved is shown as resolved, never as alarming.
 	UnexplainedBad bool
 }
 
@@ -384,7 +395,7 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	head := htmlHead{
 		From: rp.p.From.Format("2006-01-02 15:04:05"), To: rp.p.To.Format("2006-01-02 15:04:05"),
 		Generated: rp.gen.Format("2006-01-02 15:04:05"), FileName: rp.p.FileName(FormatHTML),
-		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest,
+		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest, DigestCovers: DigestCovers,
 		CSVHref: opts.CSVHref, JSONHref: strings.TrimSuffix(opts.CSVHref, FormatCSV) + FormatJSON,
 	}
 	if head.CSVHref == "" {
@@ -551,7 +562,7 @@ func newHTMLCurrency(c *CurrencyTotals, p Period) htmlCurrency {
 	h.Actual, h.Expected, h.Drift = c.Format(b.Actual), opt(b.Expected), opt(b.Drift)
 	h.Explained, h.Unexplained = opt(b.Explained), opt(b.Unexplained)
 	h.Comparisons, h.OutOfTolerance = b.Comparisons, b.OutOfTolerance
-	h.UnexplainedBad = b.Unexplained != nil && !b.Unexplained.IsZero() && b.OutOfTolerance > 0
+	h.UnexplainedBad = b.UnexplainedBeyondTolerance
 	h.Chart = newChart(c, b, p)
 	return h
 }

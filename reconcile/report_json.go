@@ -125,7 +125,9 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
-	jw.raw("],\n\"digest\":\"" + digest + "\"}\n")
+	jw.raw("],\n\"digest\":\"" + digest + "\",\n\"digestCovers\":")
+	jw.value(DigestCovers)
+	jw.raw("}\n")
 	if err := jw.flush(); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}

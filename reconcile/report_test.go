@@ -40,8 +40,9 @@ func TestReporter_Write_golden(t *testing.T) {
 	}
 }
 
-// TestReporter_WriteCSVFiles checks the two-file form: the lines file and
-// the summary file hold exactly the two sections of the one-stream form.
+// TestReporter_WriteCSVFiles checks the three-file form: the lines file,
+// the summary file and the findings file hold exactly the three sections
+// of the one-stream form.
 func TestReporter_WriteCSVFiles(t *testing.T) {
 	e := reportEnv(t)
 	r := e.reporter()
@@ -49,10 +50,12 @@ func TestReporter_WriteCSVFiles(t *testing.T) {
 	if err := r.WriteCSV(t.Context(), &one, nil, reportDay); err != nil {
 		t.Fatal(err)
 	}
-	linesPart, summaryPart, ok := bytes.Cut(one.Bytes(), []byte("\r\n\r\n"))
-	if !ok {
+	linesPart, rest, ok := bytes.Cut(one.Bytes(), []byte("\r\n\r\n"))
+	summaryPart, findingsPart, ok2 := bytes.Cut(rest, []byte("\r\n\r\n"))
+	if !ok || !ok2 {
 		t.Fatalf("one-stream CSV has no empty line between its sections:\n%s", one.Bytes())
 	}
+	summaryPart = append(summaryPart, "\r\n"...)
 	path := filepath.Join(t.TempDir(), "day.csv")
 	if err := r.WriteCSVFiles(t.Context(), path, reportDay); err != nil {
 		t.Fatal(err)
@@ -68,11 +71,18 @@ func TestReporter_WriteCSVFiles(t *testing.T) {
 	if want := append(linesPart, "\r\n"...); !bytes.Equal(lines, want) {
 		t.Errorf("lines file:\n%s\nwant:\n%s", lines, want)
 	}
+	findings, err := os.ReadFile(filepath.Join(filepath.Dir(path), "day-findings.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(findings, findingsPart) || !bytes.HasPrefix(findings, []byte("finding_id,kind,")) {
+		t.Errorf("findings file:\n%s\nwant:\n%s", findings, findingsPart)
+	}
 	if !bytes.Equal(summary, summaryPart) {
 		t.Errorf("summary file:\n%s\nwant:\n%s", summary, summaryPart)
 	}
 	// Each file is plain RFC 4180 that a strict reader takes whole.
-	for name, b := range map[string][]byte{"lines": lines, "summary": summary} {
+	for name, b := range map[string][]byte{"lines": lines, "summary": summary, "findings": findings} {
 		recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
 		if err != nil {
 			t.Errorf("%s file does not parse as CSV: %v", name, err)
@@ -153,7 +163,8 @@ type reportJSON struct {
 		ID         int64
 		Job, Error string
 	}
-	Digest string
+	Digest       string
+	DigestCovers string
 }
 
 func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {
@@ -495,6 +506,7 @@ func TestReporter_DailyJob(t *testing.T) {
 			names = append(names, en.Name())
 		}
 		want := []string{
+			"orderd-reconciliation-2026-11-01-2026-11-02-findings.csv",
 			"orderd-reconciliation-2026-11-01-2026-11-02-summary.csv",
 			"orderd-reconciliation-2026-11-01-2026-11-02.csv",
 			"orderd-reconciliation-2026-11-01-2026-11-02.html",
@@ -551,9 +563,9 @@ func TestReporter_WriteHTML(t *testing.T) {
 		`<circle class="balance-dot before" cx="90.0" cy="165.0" r="3"><title>1000.00 brl at 2026-10-31 23:00:00 UTC, before the period</title></circle>`,
 		`brl: provider balance<tspan class="note"> · opening snapshot from 2026-10-31 23:00 (dashed)</tspan>`,
 		`<table id="findings">`,
-		`<td>balance_drift</td><td>brl</td>`,
+		`<td>balance_drift<span class="note">brl</span></td>`,
 		`5.00 brl unexplained of a drift of 5.00 (tolerance 0.00)`,
-		`<td>quarantined_webhook</td><td>m-garbled</td>`,
+		`<td>quarantined_webhook<span class="note">m-garbled</span></td>`,
 		`<table id="orders" class="lines">`,
 		`Showing 3 of 8 order lines: those with an open finding first, then those still open at the end of the period, then the first of the others, in the order above.`,
 		`the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=csv">CSV report</a> and the <a href="?from=2026-11-01&amp;to=2026-11-02&amp;format=json">JSON report</a> have every line.`,
@@ -975,8 +987,8 @@ func TestReporter_DailyJob_permissions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(entries) != 4 {
-				t.Errorf("%d files written, want 4", len(entries))
+			if len(entries) != 5 {
+				t.Errorf("%d files written, want 5", len(entries))
 			}
 			for _, en := range entries {
 				check(filepath.Join(dir, en.Name()), 0o640)

@@ -131,6 +131,7 @@ func (rp *report) verdicts(ctx context.Context, cur []*CurrencyTotals, fl flagge
 		if err := rp.bridge(ctx, c, &v.Bridge); err != nil {
 			return nil, err
 		}
+		alignBalance(c, &v.Bridge)
 	}
 	// Breaks: the findings open now that were found before the period
 	// ended, placed in the currency they concern.
@@ -197,6 +198,35 @@ func (rp *report) verdicts(ctx context.Context, cur []*CurrencyTotals, fl flagge
 		}
 	}
 	return out, nil
+}
+
+// alignBalance makes the balance summary of c tell the bridge's story:
+// one report, one set of figures. Start and end are the bridge's opening
+// and closing snapshots; expected movement is what the ledger moved
+// between them (payins, payouts, refunds and fees); drift is actual minus
+// expected; its "explained" part is what people accounted for (the
+// bridge's other: balance_drift findings resolved as explained or written
+// off), and its unexplained part is the bridge's residual. Without a
+// bridge (a snapshot missing at either end) those figures are unknown.
+// The comparisons and the chart stay the balance checks' own.
+func alignBalance(c *CurrencyTotals, br *Bridge) {
+	b := c.Balance
+	if b == nil {
+		return
+	}
+	if br.Opening == nil || br.Closing == nil {
+		b.Expected, b.Drift, b.Explained, b.Unexplained = nil, nil, nil, nil
+		b.Resolved, b.UnexplainedBeyondTolerance = false, false
+		return
+	}
+	b.Start, b.End = *br.Opening, *br.Closing
+	b.Actual = br.Closing.Amount.Sub(br.Opening.Amount)
+	exp := br.Payins.Add(br.Payouts).Add(br.Refunds).Add(br.Fees)
+	drift := b.Actual.Sub(exp)
+	other, residual := br.Other, *br.Residual
+	b.Expected, b.Drift, b.Explained, b.Unexplained = &exp, &drift, &other, &residual
+	b.Resolved = !other.IsZero()
+	b.UnexplainedBeyondTolerance = residual.Abs().GreaterThan(br.Tolerance)
 }
 
 func priorityRank(p string) int {
@@ -327,18 +357,6 @@ func newJSONVerdict(c *CurrencyTotals, v *Verdict) jsonVerdict {
 type jsonCurrencyVerdict struct {
 	jsonCurrency
 	jsonVerdict
-}
-
-// zeroAges returns j with every break's age zeroed: the age is measured
-// from when the report was generated, which the digest leaves out.
-func (j jsonCurrencyVerdict) zeroAges() jsonCurrencyVerdict {
-	bs := make([]jsonBreak, len(j.Breaks))
-	for i, b := range j.Breaks {
-		b.AgeSeconds = 0
-		bs[i] = b
-	}
-	j.Breaks = bs
-	return j
 }
 
 // csvVerdict is the verdict's part of a CSV summary row: the columns

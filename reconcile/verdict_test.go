@@ -118,6 +118,7 @@ func (e *env) digests(p reconcile.Period) (jsonDigest, csvDigest, htmlDigest str
 		e.t.Fatal(err)
 	}
 	_, tail, _ := strings.Cut(stream.String(), "\r\n\r\n")
+	tail, _, _ = strings.Cut(tail, "\r\n\r\n") // the findings follow the summary
 	for _, sum := range []string{summary.String(), tail} {
 		recs, err := csv.NewReader(strings.NewReader(sum)).ReadAll()
 		if err != nil || len(recs) < 2 {

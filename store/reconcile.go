@@ -690,14 +690,20 @@ func (tx *Tx) InsertBalanceDrift(d BalanceDrift) (int64, error) {
 // [from, to), oldest first, of every currency (or one when currency is
 // set). Reports and the dashboard chart read them.
 func (s *Store) BalanceDrifts(ctx context.Context, currency string, from, to time.Time) ([]BalanceDrift, error) {
-	q := `SELECT id, currency, opening_id, closing_id, opening_at, closing_at, opening, closing, actual, expected,
-			drift, explained, unexplained, tolerance, within_tolerance, detail, coalesce(run_id, 0), computed_at
-		FROM balance_drifts WHERE closing_at >= ? AND closing_at < ?`
+	where := `closing_at >= ? AND closing_at < ?`
 	args := []any{from.UnixMilli(), to.UnixMilli()}
 	if currency != "" {
-		q += ` AND currency = ?`
+		where += ` AND currency = ?`
 		args = append(args, strings.ToLower(currency))
 	}
+	return s.balanceDrifts(ctx, where, args...)
+}
+
+// balanceDrifts returns the comparisons that meet where, by closing time.
+func (s *Store) balanceDrifts(ctx context.Context, where string, args ...any) ([]BalanceDrift, error) {
+	q := `SELECT id, currency, opening_id, closing_id, opening_at, closing_at, opening, closing, actual, expected,
+			drift, explained, unexplained, tolerance, within_tolerance, detail, coalesce(run_id, 0), computed_at
+		FROM balance_drifts WHERE ` + where
 	rows, err := s.rdb.QueryContext(ctx, q+` ORDER BY closing_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("balance drifts: %w", err)

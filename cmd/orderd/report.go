@@ -22,10 +22,11 @@ func reportCommand() command {
 			"RFC 3339 time. An order is in the period where it reached its final status; one not final by\n" +
 			"the end of the period is listed as open in the period it was created in.\n\n" +
 			"Without -o the report goes to standard output; a CSV report there holds the order lines,\n" +
-			"an empty line, then the per-currency summary. With -o FILE it is written atomically (a\n" +
-			"temporary file renamed into place; FILE must be a regular file or missing, and a symbolic link\n" +
-			"is followed) and a CSV report puts its summary in FILE-summary.csv (report.csv:\n" +
-			"report-summary.csv); the paths written are printed.\n\n" +
+			"an empty line, the per-currency summary, an empty line, then the findings with their trails.\n" +
+			"With -o FILE it is written atomically (a temporary file renamed into place; FILE must be a\n" +
+			"regular file or missing, and a symbolic link is followed) and a CSV report puts its summary in\n" +
+			"FILE-summary.csv and its findings in FILE-findings.csv (report.csv: report-summary.csv,\n" +
+			"report-findings.csv); the paths written are printed.\n\n" +
 			"The store is opened read-only, so this works beside a running daemon.",
 		Setup: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			from := fs.String("from", "", "start of the period, inclusive: a `DATE` (2006-01-02) or an RFC 3339 time (required)")
@@ -82,6 +83,7 @@ func reportCommand() command {
 				fmt.Fprintln(e.Stdout, *out)
 				if *format == reconcile.FormatCSV {
 					fmt.Fprintln(e.Stdout, reconcile.SummaryPath(*out))
+					fmt.Fprintln(e.Stdout, reconcile.FindingsPath(*out))
 				}
 				return nil
 			}

@@ -129,10 +129,12 @@ func TestReport_run(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		summary := filepath.Join(filepath.Dir(out), "nov-summary.csv")
-		if r.stdout != out+"\n"+summary+"\n" {
-			t.Errorf("stdout %q, want the two paths", r.stdout)
+		findings := filepath.Join(filepath.Dir(out), "nov-findings.csv")
+		if r.stdout != out+"\n"+summary+"\n"+findings+"\n" {
+			t.Errorf("stdout %q, want the three paths", r.stdout)
 		}
-		for path, want := range map[string]int{out: 3, summary: 2} {
+		// The period has no findings: the findings file is its header.
+		for path, want := range map[string]int{out: 3, summary: 2, findings: 1} {
 			f, err := os.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -281,7 +283,8 @@ log:
 
 	yesterday := reconcile.Day(time.Now().UTC().Add(-24 * time.Hour))
 	want := []string{yesterday.FileName("csv"), yesterday.FileName("html"), yesterday.FileName("json"),
-		strings.TrimSuffix(yesterday.FileName("csv"), ".csv") + "-summary.csv"}
+		strings.TrimSuffix(yesterday.FileName("csv"), ".csv") + "-summary.csv",
+		strings.TrimSuffix(yesterday.FileName("csv"), ".csv") + "-findings.csv"}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		missing := ""
@@ -336,10 +339,10 @@ log:
 	}
 	code, _, body = get("/v1/reports/files", "report-test-token")
 	var list struct{ Files []struct{ Name, Href string } }
-	if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.Files) < 4 {
+	if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil || len(list.Files) < len(want) {
 		t.Fatalf("report files: %d %v\n%s", code, err, body)
 	}
-	for _, f := range list.Files[:4] {
+	for _, f := range list.Files[:len(want)] {
 		if !slices.Contains(want, f.Name) {
 			t.Errorf("listed %s first, want yesterday's files %v", f.Name, want)
 		}
