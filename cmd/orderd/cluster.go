@@ -26,7 +26,7 @@ func (d *daemon) clusterConfig() cluster.Config {
 		SnapshotEvery:    c.SnapshotEvery,
 		LogMaxAge:        c.LogMaxAge,
 		SnapshotReadRate: int64(c.SnapshotReadRate),
-		DigestEvery:      c.DigestEvery,
+		DigestEvery:      uint64(c.DigestEvery),
 		Logger:           d.log.With("component", "cluster"),
 		Registerer:       d.registry,
 	}

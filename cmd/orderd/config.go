@@ -191,7 +191,7 @@ type ClusterConfig struct {
 	SnapshotReadRate ByteSize `yaml:"snapshot_read_rate"`
 	// DigestEvery is how many log sequences apart the instances digest
 	// their replicated state and compare the digests.
-	DigestEvery uint64 `yaml:"digest_every"`
+	DigestEvery int `yaml:"digest_every"`
 }
 
 // NodeName is cluster.node, or the host name when it is empty (empty
