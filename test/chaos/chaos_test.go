@@ -324,13 +324,14 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	}
 
 	// NATS's own loss: an instance applied a log entry the log no longer
-	// has, or the log has holes.
-	if st, ok := streamState(w, logStream); ok {
-		for _, o := range w.ods {
-			if _, seq, err := digest(o.dbPath); err == nil && seq > maxApplied {
-				maxApplied = seq
-			}
+	// has, or the log has holes. The applied sequences are read first:
+	// the log read after them can only be longer, unless it lost entries.
+	for _, o := range w.ods {
+		if _, seq, err := digest(o.dbPath); err == nil && seq > maxApplied {
+			maxApplied = seq
 		}
+	}
+	if st, ok := streamState(w, logStream); ok {
 		if st.LastSeq < maxApplied {
 			r.natsLost = true
 			notes = append(notes, fmt.Sprintf("log stream ends at %d below the applied %d", st.LastSeq, maxApplied))

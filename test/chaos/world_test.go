@@ -171,9 +171,11 @@ type natsNode struct {
 func (n *natsNode) url() string     { return "nats://" + n.h.ip + ":4222" }
 func (n *natsNode) monitor() string { return "http://" + n.h.ip + ":8222" }
 
-// streamDir is where this node keeps the stream's files.
+// streamDir is where this node keeps the stream's files: nats-server puts
+// a directory "jetstream" of its own inside store_dir, and the global
+// account's streams below "$G".
 func (n *natsNode) streamDir(stream string) string {
-	return filepath.Join(n.dir, "jetstream", "$G", "streams", stream)
+	return filepath.Join(n.dir, "jetstream", "jetstream", "$G", "streams", stream)
 }
 
 // world is one run's deployment on the lab's hosts.
