@@ -146,6 +146,12 @@ func TestChaosNet(t *testing.T) {
 	fmt.Println(line)
 }
 
+// step is one step of a run's schedule: its faults and when they held.
+type step struct {
+	what     string
+	from, to time.Time
+}
+
 // chaosRun is one run's state, shared by its faults.
 type chaosRun struct {
 	w     *world
@@ -162,8 +168,10 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	if kind >= 0 {
 		label = faults[kind].name
 	}
-	var steps []string
+	var steps []step
 	var notes []string
+	var ld *load
+	var since time.Time
 	defer func() {
 		refused := "none"
 		if len(r.refused) > 0 {
@@ -181,7 +189,12 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		fmt.Printf("chaos-net run %d seed %d %s [%s]: acked %d, lost %d, duplicated %d, unleased %d, silent divergence %d; refused: %s; %s\n",
 			n, seed, label, status, r.acked, r.lost, r.duplicated, r.unleased, r.divergent, refused, strings.Join(notes, "; "))
 		for _, st := range steps {
-			fmt.Printf("    %s\n", st)
+			// The webhooks answered during the step and one lease after
+			// it: how much of the load the fault turned away (503) or
+			// left unanswered.
+			ok, notOK := ld.answeredBetween(st.from, st.to.Add(leaseTTL))
+			fmt.Printf("    +%5.1fs %s for %s (webhooks answered meanwhile: %d ok, %d not)\n",
+				st.from.Sub(since).Seconds(), st.what, st.to.Sub(st.from).Round(time.Millisecond), ok, notOK)
 		}
 	}()
 	if err := l.heal(); err != nil {
@@ -194,7 +207,8 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	t.Cleanup(func() { _ = l.heal() })
 
 	// Load: bounded by the orders prepared and by the run's length.
-	ld := &load{w: w, rng: rand.New(rand.NewPCG(seed+1, seed)), ns: uint32(seed)}
+	ld = &load{w: w, rng: rand.New(rand.NewPCG(seed+1, seed)), ns: uint32(seed)}
+	since = c.lease.since
 	orders := ld.prepare(t, int(s.rate)*s.seconds)
 	lctx, stopLoad := context.WithTimeout(context.Background(), time.Duration(s.seconds)*time.Second)
 	defer stopLoad()
@@ -231,7 +245,7 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		if err := l.heal(); err != nil {
 			t.Errorf("heal: %v", err)
 		}
-		steps = append(steps, fmt.Sprintf("+%5.1fs %s for %s", started.Sub(c.lease.since).Seconds(), strings.Join(whats, " + "), d.Round(time.Millisecond)))
+		steps = append(steps, step{what: strings.Join(whats, " + "), from: started, to: time.Now()})
 		gap := 500*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond)))
 		time.Sleep(min(gap, max(0, time.Until(deadline))))
 	}

@@ -60,6 +60,7 @@ type delivery struct {
 	moid, state string
 	to          string // the instance that answered (or was tried last)
 	status      int
+	at          time.Time // when the answer came
 }
 
 // creation is one gateway creation and its answer (0: none).
@@ -197,6 +198,7 @@ func (l *load) one(o order) {
 			od := l.w.ods[(first+k)%len(l.w.ods)]
 			d.to = od.name
 			d.status = post(context.Background(), od.webhooks(), o.sigs[i], o.bodies[i])
+			d.at = time.Now()
 			if d.status != 0 {
 				break
 			}
@@ -222,4 +224,23 @@ func (l *load) create(i int) {
 	l.mu.Lock()
 	l.creations = append(l.creations, c)
 	l.mu.Unlock()
+}
+
+// answeredBetween counts the deliveries answered from from to to: with 200
+// and otherwise. Answers after now are not in yet; the count is of what
+// has come.
+func (l *load) answeredBetween(from, to time.Time) (ok, notOK int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range l.deliveries {
+		if d.at.Before(from) || d.at.After(to) {
+			continue
+		}
+		if d.status == http.StatusOK {
+			ok++
+		} else {
+			notOK++
+		}
+	}
+	return ok, notOK
 }

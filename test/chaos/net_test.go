@@ -248,8 +248,11 @@ func (l *lab) heal() error {
 	}
 	for _, h := range l.hosts {
 		keep(l.ipt(h, "-F", "CHAOS"))
-		// No qdisc to delete is the usual case, not an error.
-		if out, _ := sh("ip", "netns", "exec", h.ns, "tc", "qdisc", "show", "dev", "eth0"); strings.Contains(out, "handle 1:") {
+		// No qdisc of the suite's (the default noqueue) is the usual
+		// case, and deleting that is an error; so only the suite's kinds
+		// are deleted.
+		out, _ := sh("ip", "netns", "exec", h.ns, "tc", "qdisc", "show", "dev", "eth0")
+		if strings.Contains(out, "qdisc prio 1:") || strings.Contains(out, "qdisc htb 1:") {
 			keep(l.tc(h, "qdisc", "del", "dev", "eth0", "root"))
 		}
 		l.mu.Lock()
@@ -257,6 +260,17 @@ func (l *lab) heal() error {
 		l.mu.Unlock()
 		if down {
 			keep(l.setLink(h, true))
+		}
+		// What heal claims, checked: the chain is empty and no qdisc of
+		// the suite's is left.
+		rules, err := sh("ip", "netns", "exec", h.ns, "iptables", "-S", "CHAOS")
+		keep(err)
+		if strings.TrimSpace(rules) != "-N CHAOS" {
+			keep(fmt.Errorf("%s: CHAOS chain not empty after heal: %s", h.name, rules))
+		}
+		out, _ = sh("ip", "netns", "exec", h.ns, "tc", "qdisc", "show", "dev", "eth0")
+		if strings.Contains(out, "qdisc prio 1:") || strings.Contains(out, "qdisc htb 1:") {
+			keep(fmt.Errorf("%s: qdisc left after heal: %s", h.name, out))
 		}
 	}
 	return first
