@@ -24,7 +24,7 @@ timeout=$((runs * (secs + 300) + 300))s
 
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
-CHAOS_SUMMARY=$summary "$GO" test -tags chaos -count=1 -timeout "$timeout" -v -run '^TestChaosNet$' ./test/chaos/
+CHAOS_SUMMARY=$summary "$GO" test -tags chaos -count=1 -timeout "$timeout" -v -run '^(TestCheckLease_Verdicts|TestChaosNet)$' ./test/chaos/
 rc=$?
 if [ -s "$summary" ]; then
 	cat "$summary"
