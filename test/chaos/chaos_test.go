@@ -415,8 +415,13 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	deliveries, creations := append([]delivery(nil), ld.deliveries...), append([]creation(nil), ld.creations...)
 	ld.mu.Unlock()
 	codes := map[int]int{}
+	perInstance := map[string]map[int]int{}
 	for _, d := range deliveries {
 		codes[d.status]++
+		if perInstance[d.to] == nil {
+			perInstance[d.to] = map[int]int{}
+		}
+		perInstance[d.to][d.status]++
 		if d.status != http.StatusOK {
 			continue
 		}
@@ -455,7 +460,8 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	if len(lostEx) > 0 {
 		notes = append(notes, "lost e.g. "+strings.Join(lostEx, ", "))
 	}
-	notes = append(notes, fmt.Sprintf("webhooks %d %s, creations %d %s, events %d", len(deliveries), fmtCodes(codes), len(creations), fmtCodes(gwCodes), len(events)))
+	notes = append(notes, fmt.Sprintf("webhooks %d %s (a %s, b %s), creations %d %s, events %d", len(deliveries), fmtCodes(codes),
+		fmtCodes(perInstance["a"]), fmtCodes(perInstance["b"]), len(creations), fmtCodes(gwCodes), len(events)))
 
 	// Unleased provider calls.
 	c.lease.stop()
