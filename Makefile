@@ -109,7 +109,8 @@ e2e:
 ## unless the last four are 0. CHAOS_RUNS runs of CHAOS_SECONDS each (the
 ## first runs take one fault kind each, the rest are mixed); CHAOS_SEED
 ## repeats a schedule (each run prints its own seed); CHAOS_FAULTS picks
-## kinds (comma-separated names, or mixed).
+## kinds (comma-separated names, or mixed); CHAOS_LOGS=DIR keeps each run's
+## process logs.
 CHAOS_RUNS    ?= 12
 CHAOS_SECONDS ?= 60
 CHAOS_SEED    ?=

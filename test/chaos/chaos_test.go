@@ -5,9 +5,11 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,6 +203,11 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		t.Fatalf("heal before the run: %v", err)
 	}
 	w := newWorld(t, l, seed)
+	if dir := os.Getenv("CHAOS_LOGS"); dir != "" {
+		// Registered after the world's own cleanups, so it runs before
+		// them: the logs are copied before the temporary directory goes.
+		t.Cleanup(func() { keepLogs(t, w.dir, filepath.Join(dir, fmt.Sprintf("run%d-seed%d", n, seed))) })
+	}
 	c := &chaosRun{w: w, rng: rng}
 	c.lease = watchLease(w)
 	defer c.lease.stop()
@@ -591,4 +598,30 @@ func fmtCodes(m map[int]int) string {
 		parts = append(parts, fmt.Sprintf("%d:%d", k, m[k]))
 	}
 	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// keepLogs copies every *.log below src into dst (CHAOS_LOGS), keeping the
+// relative paths, so a run's evidence outlives its temporary directory.
+func keepLogs(t *testing.T, src, dst string) {
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".log") {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o644)
+	})
+	if err != nil {
+		t.Logf("keep logs: %v", err)
+	}
 }

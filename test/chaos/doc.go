@@ -49,7 +49,12 @@
 //
 //	make chaos-net CHAOS_RUNS=12 CHAOS_SECONDS=60 CHAOS_SEED=1
 //
-// The last line it prints is the summary:
+// CHAOS_RUNS and CHAOS_SECONDS set the runs and their length, CHAOS_SEED
+// the seed (each run prints its own, which repeats that run's schedule as
+// CHAOS_SEED of a one-run suite with the same CHAOS_FAULTS), CHAOS_FAULTS
+// limits the kinds (comma-separated names, or mixed), and CHAOS_LOGS names
+// a directory that keeps every run's process logs. The last line it prints
+// is the summary:
 //
 //	chaos-net: runs <R>, acked <A>, lost <L>, duplicated <D>, unleased provider calls <P>, silent divergence <S>
 //
