@@ -405,7 +405,7 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		dbs = append(dbs, st)
 	}
 	inDBs := func(moid, state string) bool {
-		for i, db := range dbs {
+		for _, db := range dbs {
 			ok := rank[db.orders[moid]] >= rank[state]
 			if len(ready) > 0 && !ok {
 				return false // every ready instance must hold it
@@ -413,7 +413,6 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 			if len(ready) == 0 && ok {
 				return true // any instance will do
 			}
-			_ = i
 		}
 		return len(ready) > 0 && len(dbs) > 0
 	}

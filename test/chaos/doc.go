@@ -59,6 +59,7 @@
 //	chaos-net: runs <R>, acked <A>, lost <L>, duplicated <D>, unleased provider calls <P>, silent divergence <S>
 //
 // Only one suite may run on a machine at a time: it owns the namespaces
-// named ochaos-* and the link ochaos0, and removes leftovers of an earlier
-// run of its own before it starts.
+// named ochaos-* and the link ochaos0, and before it starts it removes
+// what an earlier run of its own left (a go test killed midway): those
+// namespaces, the processes still in them, and the link.
 package chaos

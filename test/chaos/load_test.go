@@ -166,18 +166,17 @@ func (l *load) run(ctx context.Context, orders []order, rate float64, workers in
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 loop:
-	for i, o := range orders {
+	for _, o := range orders {
 		select {
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
 		}
-		// A busy worker pool skips the tick: the rate never bunches up
-		// after an outage.
+		// A busy worker pool skips the tick (and the order): the rate
+		// never bunches up after an outage.
 		select {
 		case jobs <- o:
 		default:
-			_ = i
 		}
 	}
 	close(jobs)

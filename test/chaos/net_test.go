@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -74,14 +76,23 @@ func must(t testing.TB, name string, args ...string) string {
 }
 
 // removeLeftovers deletes namespaces and the link of an earlier run of the
-// suite that did not get to clean up (a killed go test).
+// suite that did not get to clean up (a go test killed or timed out), and
+// kills, by PID, the processes that run still left in its namespaces: a
+// namespace lives on as long as a process is in it.
 func removeLeftovers() {
 	out, _ := sh("ip", "netns", "list")
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) > 0 && strings.HasPrefix(f[0], nsPrefix) {
-			_, _ = sh("ip", "netns", "del", f[0])
+		if len(f) == 0 || !strings.HasPrefix(f[0], nsPrefix) {
+			continue
 		}
+		pids, _ := sh("ip", "netns", "pids", f[0])
+		for _, p := range strings.Fields(pids) {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		_, _ = sh("ip", "netns", "del", f[0])
 	}
 	_, _ = sh("ip", "link", "del", hostLink)
 }

@@ -214,7 +214,7 @@ func newWorld(t *testing.T, l *lab, seed uint64) *world {
 	for _, name := range []string{"n1", "n2", "n3"} {
 		routes = append(routes, fmt.Sprintf("%q", "nats://"+l.hosts[name].ip+":6222"))
 	}
-	for i, name := range []string{"n1", "n2", "n3"} {
+	for _, name := range []string{"n1", "n2", "n3"} {
 		h := l.hosts[name]
 		n := &natsNode{h: h, dir: filepath.Join(w.dir, name)}
 		n.confPath, n.logPath = filepath.Join(n.dir, "nats.conf"), filepath.Join(n.dir, "nats.log")
@@ -244,7 +244,6 @@ cluster {
 			t.Fatal(err)
 		}
 		w.nats = append(w.nats, n)
-		_ = i
 	}
 	for i := range w.nats {
 		w.startNATS(i)
