@@ -52,8 +52,9 @@
 // CHAOS_RUNS and CHAOS_SECONDS set the runs and their length, CHAOS_SEED
 // the seed (each run prints its own, which repeats that run's schedule as
 // CHAOS_SEED of a one-run suite with the same CHAOS_FAULTS), CHAOS_FAULTS
-// limits the kinds (comma-separated names, or mixed), and CHAOS_LOGS names
-// a directory that keeps every run's process logs. The last line it prints
+// limits the kinds (comma-separated names, or mixed), CHAOS_LOGS names a
+// directory that keeps every run's process logs, and CHAOS_ORDERD and
+// CHAOS_NATS_SERVER name binaries to run instead of building them. The last line it prints
 // is the summary:
 //
 //	chaos-net: runs <R>, acked <A>, lost <L>, duplicated <D>, unleased provider calls <P>, silent divergence <S>

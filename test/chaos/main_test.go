@@ -40,15 +40,21 @@ func runMain(m *testing.M) int {
 	// nats-server is built from the version go.mod pins, as test/e2e
 	// does: sync_interval (every write on disk before its ack) and the
 	// stream metadata replicated mode uses need a newer server than some
-	// distributions ship. CHAOS_NATS_SERVER names another binary.
+	// distributions ship. CHAOS_NATS_SERVER names another nats-server
+	// binary, and CHAOS_ORDERD another orderd (a release to compare, or
+	// a branch not yet merged): the suite then runs those as they are.
 	builds := []struct{ out, pkg string }{
-		{bins.orderd, "orderd/cmd/orderd"},
 		{bins.provider, "orderd/cmd/providertest"},
-		{bins.nats, "github.com/nats-io/nats-server/v2"},
+	}
+	if p := os.Getenv("CHAOS_ORDERD"); p != "" {
+		bins.orderd = p
+	} else {
+		builds = append(builds, struct{ out, pkg string }{bins.orderd, "orderd/cmd/orderd"})
 	}
 	if p := os.Getenv("CHAOS_NATS_SERVER"); p != "" {
 		bins.nats = p
-		builds = builds[:2]
+	} else {
+		builds = append(builds, struct{ out, pkg string }{bins.nats, "github.com/nats-io/nats-server/v2"})
 	}
 	for _, b := range builds {
 		out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput()
@@ -57,6 +63,6 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(os.Stderr, "chaos: built orderd, providertest and nats-server in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "chaos: orderd %s, nats-server %s; built what was not given in %s\n", bins.orderd, bins.nats, time.Since(start).Round(time.Millisecond))
 	return m.Run()
 }
