@@ -110,7 +110,8 @@ e2e:
 ## first runs take one fault kind each, the rest are mixed); CHAOS_SEED
 ## repeats a schedule (each run prints its own seed); CHAOS_FAULTS picks
 ## kinds (comma-separated names, or mixed); CHAOS_LOGS=DIR keeps each run's
-## process logs.
+## process logs; CHAOS_ORDERD=FILE runs that orderd binary instead of a build
+## of this tree.
 CHAOS_RUNS    ?= 12
 CHAOS_SECONDS ?= 60
 CHAOS_SEED    ?=
