@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -62,45 +63,57 @@ func streamState(w *world, name string) (jetstream.StreamState, bool) {
 	return info.State, true
 }
 
-// readEvents reads the whole events stream from its first message with an
-// ordered consumer.
+// readEvents reads the whole events stream, message by message by its
+// sequence (a direct get from the stream's leader, retried), which does
+// not depend on a consumer surviving the cluster's recent elections.
 func readEvents(w *world) ([]event, error) {
 	nc, js, err := connect(w)
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := js.Stream(ctx, eventsStream)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", eventsStream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	want := int(info.State.Msgs)
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]event, 0, want)
-	for len(out) < want && ctx.Err() == nil {
-		batch, err := cons.Fetch(min(want-len(out), 500), jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		for m := range batch.Messages() {
-			var e event
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
-				return nil, fmt.Errorf("an event is not JSON: %v", err)
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	for {
+		if s, err = js.Stream(ctx, eventsStream); err == nil {
+			if info, err = s.Info(ctx); err == nil {
+				break
 			}
-			out = append(out, e)
 		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stream %s: %w", eventsStream, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	if len(out) != want {
-		return nil, fmt.Errorf("read %d of the stream's %d events", len(out), want)
+	st := info.State
+	out := make([]event, 0, st.Msgs)
+	for seq := st.FirstSeq; seq <= st.LastSeq && st.Msgs > 0; seq++ {
+		var m *jetstream.RawStreamMsg
+		for {
+			gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+			m, err = s.GetMsg(gctx, seq)
+			gcancel()
+			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // a deleted message: the stream's own hole, not ours to read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", seq, err)
+		}
+		var e event
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			return nil, fmt.Errorf("event %d is not JSON: %v", seq, err)
+		}
+		out = append(out, e)
+	}
+	if uint64(len(out)) != st.Msgs {
+		return nil, fmt.Errorf("read %d of the stream's %d events", len(out), st.Msgs)
 	}
 	return out, nil
 }
