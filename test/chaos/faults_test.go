@@ -45,6 +45,22 @@ var faults = []fault{
 	{"damaged-stream-files", "disk", damage},
 }
 
+// optInFaults are faults beyond what the suite's guarantees cover, run only
+// when CHAOS_FAULTS names them: they show how orderd behaves when NATS
+// itself loses acknowledged entries (the checker's "NATS lost acked log
+// entries" verdict, and whether orderd refused).
+var optInFaults = []fault{
+	{"damaged-majority", "disk", damageMajority},
+}
+
+// faultKind is fault i of the catalogue followed by the opt-in faults.
+func faultKind(i int) fault {
+	if i < len(faults) {
+		return faults[i]
+	}
+	return optInFaults[i-len(faults)]
+}
+
 // holder returns the instance the lease's last write names, as the suite
 // watched it; any instance when none is known yet.
 func (c *chaosRun) holder() *instance {
@@ -301,6 +317,46 @@ func damage(c *chaosRun) (string, func(), error) {
 	return what, func() { c.w.startNATS(i) }, nil
 }
 
+// damageMajority kills every NATS node, truncates the newest message block
+// of the log on two of them to half, and starts those two first, so that
+// they elect a leader of the shorter log before the third returns; the
+// third starts when the fault ends. A majority's damaged files are beyond
+// what JetStream promises to survive.
+func damageMajority(c *chaosRun) (string, func(), error) {
+	for _, n := range c.w.nats {
+		n.p.kill()
+	}
+	keep := c.rng.IntN(3)
+	var parts []string
+	for i, n := range c.w.nats {
+		if i == keep {
+			continue
+		}
+		blks, _ := filepath.Glob(filepath.Join(n.streamDir(logStream), "msgs", "*.blk"))
+		sort.Slice(blks, func(a, b int) bool { return blkNum(blks[a]) < blkNum(blks[b]) })
+		if len(blks) == 0 {
+			parts = append(parts, n.h.name+": no block")
+			continue
+		}
+		blk := blks[len(blks)-1]
+		fi, err := os.Stat(blk)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := os.Truncate(blk, fi.Size()/2); err != nil {
+			return "", nil, err
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d->%d bytes", n.h.name, filepath.Base(blk), fi.Size(), fi.Size()/2))
+	}
+	for i := range c.w.nats {
+		if i != keep {
+			c.w.startNATS(i)
+		}
+	}
+	return "every nats node killed; log blocks truncated on " + strings.Join(parts, ", ") + "; those two started, " + c.w.nats[keep].h.name + " later",
+		func() { c.w.startNATS(keep) }, nil
+}
+
 func blkNum(p string) int {
 	var n int
 	fmt.Sscanf(strings.TrimSuffix(filepath.Base(p), ".blk"), "%d", &n)
@@ -312,7 +368,7 @@ func blkNum(p string) int {
 // and one proc fault together; a disk fault alone).
 func schedule(rng *rand.Rand, kind int) func() []fault {
 	if kind >= 0 {
-		return func() []fault { return []fault{faults[kind]} }
+		return func() []fault { return []fault{faultKind(kind)} }
 	}
 	return func() []fault {
 		f := faults[rng.IntN(len(faults))]
