@@ -109,7 +109,8 @@ e2e:
 ## unless the last four are 0. CHAOS_RUNS runs of CHAOS_SECONDS each (the
 ## first runs take one fault kind each, the rest are mixed); CHAOS_SEED
 ## repeats a schedule (each run prints its own seed); CHAOS_FAULTS picks
-## kinds (comma-separated names, or mixed); CHAOS_LOGS=DIR keeps each run's
+## kinds (comma-separated names, or mixed; damaged-majority, a majority's
+## damaged log files, runs only when named); CHAOS_LOGS=DIR keeps each run's
 ## process logs; CHAOS_ORDERD=FILE runs that orderd binary instead of a build
 ## of this tree.
 CHAOS_RUNS    ?= 12

@@ -28,6 +28,11 @@
 //   - a stopped minority node's log stream files truncated, or a byte
 //     flipped, before it starts again.
 //
+// One more fault, damaged-majority, runs only when CHAOS_FAULTS names it:
+// every node killed and the log's newest message block cut in half on two
+// of them, beyond what JetStream promises to survive. It shows whether
+// orderd notices a log that lost acknowledged entries and refuses.
+//
 // After each run the faults are healed and the cluster settles; then the
 // checker reads every acknowledged webhook and creation, every event on
 // the events stream, every provider call (with its caller's address) and
