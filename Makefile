@@ -33,7 +33,7 @@ UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
-	node-deps asyncapi-check consumers-check
+	node-deps asyncapi-check consumers-check chaos-net
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -98,6 +98,29 @@ bench:
 e2e:
 	$(GO) vet -tags e2e ./test/e2e/
 	$(GO) test -tags e2e -race -count=1 -timeout 20m -v ./test/e2e/
+
+## chaos-net: the network fault suite of replicated mode (test/chaos); needs
+## root. Three nats-server nodes, two orderd instances and the fake provider,
+## each in a network namespace of its own on a private bridge, under webhook
+## load and gateway creations; partitions, loss and delay, flapping links,
+## SIGSTOP, kill -9 and a minority's damaged stream files, one kind per run,
+## then mixed runs drawn from the seed. Ends with one line: runs, acked, lost,
+## duplicated, unleased provider calls, silent divergence; exits non-zero
+## unless the last four are 0. CHAOS_RUNS runs of CHAOS_SECONDS each (the
+## first runs take one fault kind each, the rest are mixed); CHAOS_SEED
+## repeats a schedule (each run prints its own seed); CHAOS_FAULTS picks
+## kinds (comma-separated names, or mixed; damaged-majority, a majority's
+## damaged log files, runs only when named); CHAOS_LOGS=DIR keeps each run's
+## process logs; CHAOS_ORDERD=FILE runs that orderd binary instead of a build
+## of this tree.
+CHAOS_RUNS    ?= 12
+CHAOS_SECONDS ?= 60
+CHAOS_SEED    ?=
+CHAOS_FAULTS  ?=
+chaos-net:
+	@.ci/install-deps iproute2:ip iptables:iptables
+	@GO=$(GO) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) \
+		CHAOS_FAULTS=$(CHAOS_FAULTS) test/chaos/chaos-net.sh
 
 ## load: build orderd and orderd-load, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the

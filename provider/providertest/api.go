@@ -48,6 +48,10 @@ type CallRecord struct {
 	// At is the real time the call arrived.
 	At       time.Time
 	Duration time.Duration
+	// Remote is the caller's address (host:port) as the connection
+	// shows it, so a suite that runs several callers on addresses of
+	// their own can tell whose call it was.
+	Remote string
 }
 
 // Calls returns the calls made to endpoint (a path such as PathGetStatus,
@@ -131,7 +135,7 @@ func (s *Server) routes() http.Handler {
 // passes (method, key, source), then the endpoint. Every answer the
 // provider gives is HTTP 200 with an envelope; only faults answer otherwise.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	rec := CallRecord{Endpoint: r.URL.Path, Method: r.Method, Header: r.Header.Clone(), At: time.Now()}
+	rec := CallRecord{Endpoint: r.URL.Path, Method: r.Method, Header: r.Header.Clone(), At: time.Now(), Remote: r.RemoteAddr}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	rec.Body = body
 	// answer records the call before the client can see the answer, so a

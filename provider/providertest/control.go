@@ -223,7 +223,7 @@ func (s *Server) ControlHandler() http.Handler {
 		out := make([]callRecordJSON, len(calls))
 		for i, c := range calls {
 			out[i] = callRecordJSON{Endpoint: c.Endpoint, Method: c.Method, Status: c.Status, Code: c.Code,
-				Fault: c.Fault, At: c.At, DurationMS: float64(c.Duration.Microseconds()) / 1000}
+				Fault: c.Fault, At: c.At, DurationMS: float64(c.Duration.Microseconds()) / 1000, Remote: c.Remote}
 		}
 		return out, nil
 	})
@@ -259,6 +259,7 @@ type callRecordJSON struct {
 	Fault      FaultKind     `json:"fault,omitempty"`
 	At         time.Time     `json:"at"`
 	DurationMS float64       `json:"durationMs"`
+	Remote     string        `json:"remote"`
 }
 
 func (s *Server) orderData(merchantOrderID string) (any, error) {

@@ -3,6 +3,7 @@ package providertest_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -172,10 +173,18 @@ func TestServer_ControlHandler(t *testing.T) {
 		var calls []struct {
 			Endpoint string `json:"endpoint"`
 			Status   int    `json:"status"`
+			Remote   string `json:"remote"`
 		}
 		_ = json.Unmarshal(data, &calls)
 		if len(calls) == 0 || calls[0].Endpoint != providertest.PathGetStatus || calls[0].Status != 503 {
 			t.Errorf("calls = %s", data)
+		}
+		// The caller's address tells apart callers that run on addresses
+		// of their own (the chaos suite's instances).
+		if len(calls) > 0 {
+			if host, _, err := net.SplitHostPort(calls[0].Remote); err != nil || host != "127.0.0.1" {
+				t.Errorf("call remote = %q; want 127.0.0.1:port", calls[0].Remote)
+			}
 		}
 	})
 

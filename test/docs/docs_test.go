@@ -104,7 +104,7 @@ func TestArchitecture_NamedTestsExist(t *testing.T) {
 // TestArchitecture_PackagesListed: the package table names every package
 // of the module, and only those.
 func TestArchitecture_PackagesListed(t *testing.T) {
-	out, err := exec.Command("go", "list", "-tags", "e2e,consumers", "-f", "{{.Dir}}", "orderd/...").Output()
+	out, err := exec.Command("go", "list", "-tags", "e2e,consumers,chaos", "-f", "{{.Dir}}", "orderd/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
