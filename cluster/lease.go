@@ -39,6 +39,18 @@ func (n *Node) Leading() bool {
 	return n.lease.leading && time.Now().Before(n.lease.validUntil)
 }
 
+// LeaseUntil returns when this node's lease may have ended elsewhere, and
+// false when it does not hold one now: a call with outside effects that
+// cannot be finished by then must not start.
+func (n *Node) LeaseUntil() (time.Time, bool) {
+	n.lease.mu.Lock()
+	defer n.lease.mu.Unlock()
+	if !n.lease.leading || !time.Now().Before(n.lease.validUntil) {
+		return time.Time{}, false
+	}
+	return n.lease.validUntil, true
+}
+
 // validity is how long after a successful write's start the lease is
 // surely still ours: the bucket's TTL runs from the server's store of the
 // write, which is after the request's start; a tenth of the TTL covers

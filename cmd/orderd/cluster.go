@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -166,6 +169,54 @@ func (l leaderLimiter) Wait(ctx context.Context) error {
 		return errNotLeading
 	}
 	return nil
+}
+
+// leaseTransport sends the jobs' provider requests only under the lease:
+// it checks the lease right before a request goes to the transport, and
+// cancels a request that is not written by the time the lease may have
+// ended elsewhere. The limiter's check comes earlier, before the request
+// is built; a leader paused between the two (SIGSTOP, a long GC, a VM
+// stall) would otherwise send the call after its lease ended, beside the
+// new leader's. What remains is the moment between the last check and
+// the bytes leaving: the provider has no fencing token to close it.
+type leaseTransport struct {
+	next  http.RoundTripper
+	until func() (time.Time, bool)
+}
+
+func (t leaseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	until, ok := t.until()
+	if !ok {
+		return nil, errNotLeading
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	// Once the request is written, the answer may take as long as the
+	// provider's timeout allows: only the sending needs the lease.
+	expire := time.AfterFunc(time.Until(until), cancel)
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { expire.Stop() }}
+	resp, err := t.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err != nil {
+		expire.Stop()
+		cancel()
+		if _, still := t.until(); !still && req.Context().Err() == nil {
+			return nil, fmt.Errorf("%w: %w", errNotLeading, err)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 var errNotLeading = errors.New("this instance does not hold the lease; the leader makes the reconciler's provider calls")

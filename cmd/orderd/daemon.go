@@ -184,7 +184,15 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	// The jobs' calls: in replicated mode only the leader's go out.
 	jobClient := d.client
 	if replicated {
-		if jobClient, err = newProviderClient(cfg, hc, leaderLimiter{d.limiter, d.node.Leading}, pm.observeProvider); err != nil {
+		// The jobs' own client: the same connections, each request sent
+		// only under the lease.
+		jhc := *hc
+		next := jhc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		jhc.Transport = leaseTransport{next: next, until: d.node.LeaseUntil}
+		if jobClient, err = newProviderClient(cfg, &jhc, leaderLimiter{d.limiter, d.node.Leading}, pm.observeProvider); err != nil {
 			return nil, err
 		}
 	}
