@@ -185,12 +185,14 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 			// append errors stays quiet.
 			n.m.appendErrors.Inc()
 			n.lastAppendErr.Store(time.Now().UnixNano())
+			n.moveOnAfterFailures()
 		}
 		e.finish(nil, fmt.Errorf("%w: append to %s: %w", store.ErrUnavailable, n.cfg.LogStream, err))
 		return
 	}
 	// Otherwise the applier finishes e when it applies the entry.
 	n.lastAppendOK.Store(time.Now().UnixNano())
+	n.failedAppends.Store(0)
 	// The entry is in the log at ack.Sequence. The applier may take it
 	// from here when it is the next to apply, instead of waiting for the
 	// log's consumer to bring it back: the same bytes, one hop sooner.
@@ -503,4 +505,32 @@ func (n *Node) commit(ctx context.Context, entries []store.LogEntry, ids []strin
 		}
 	}
 	return nil
+}
+
+// Moving to another NATS server: a server cut off from the others' quorum
+// still takes this instance's connection and times out every append, and
+// the client stays with it as long as the connection itself lives. After
+// failedAppendsToMove appends in a row failed, the instance reconnects
+// (to any server of nats.url), at most once per moveEvery; when no server
+// can reach a quorum, that changes nothing.
+const (
+	failedAppendsToMove = 3
+	moveEvery           = 10 * time.Second
+)
+
+func (n *Node) moveOnAfterFailures() {
+	if n.failedAppends.Add(1) < failedAppendsToMove {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := n.lastMove.Load()
+	if now-last < int64(moveEvery) || !n.lastMove.CompareAndSwap(last, now) {
+		return
+	}
+	n.failedAppends.Store(0)
+	n.cfg.Logger.Warn("appends to the log keep failing through this NATS server; reconnecting, to another server if one answers",
+		"server", n.nc.ConnectedServerName())
+	if err := n.nc.ForceReconnect(); err != nil {
+		n.cfg.Logger.Info("reconnect to NATS", "err", err)
+	}
 }

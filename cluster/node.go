@@ -69,6 +69,10 @@ type Node struct {
 	// lastAppendOK and lastAppendErr are when appends last succeeded
 	// and failed (Unix nanoseconds), for Ready.
 	lastAppendOK, lastAppendErr atomic.Int64
+	// failedAppends counts appends failed in a row; lastMove is when the
+	// node last reconnected to NATS because of them (moveOnAfterFailures).
+	failedAppends atomic.Int64
+	lastMove      atomic.Int64
 
 	wg          sync.WaitGroup // appender and applier
 	leaseWG     sync.WaitGroup
