@@ -33,7 +33,7 @@ UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
-	node-deps asyncapi-check consumers-check
+	node-deps asyncapi-check report-schema-check consumers-check
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -72,6 +72,14 @@ node-deps:
 ## install scripts are not run).
 asyncapi-check: node-deps
 	cd api/asyncapi-check && npm ci --no-audit --no-fund --ignore-scripts && node check.mjs ../asyncapi.yaml
+
+## report-schema-check: api/report.schema.json compiled by Ajv (strict, draft
+## 2020-12, formats asserted; pinned by api/report-schema-check/package-lock.json;
+## install scripts are not run), the golden JSON reports of reconcile/testdata
+## validated against it, and a report broken on purpose refused.
+report-schema-check: node-deps
+	cd api/report-schema-check && npm ci --no-audit --no-fund --ignore-scripts && \
+		node check.mjs ../report.schema.json $(addprefix ../../,$(wildcard reconcile/testdata/*.json))
 
 ## consumers-check: the example consumers (examples/consumers/go and
 ## examples/consumers/node, npm ci from its lockfile) against "orderd
