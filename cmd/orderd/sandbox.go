@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -342,7 +343,8 @@ func sandboxFaults(routineAtInfo bool, fakeURL, apiKey string) string {
   - One creation in eight through the gateway is made at the provider but
     answered 500: a WARN "gateway creation in doubt ... unexpected HTTP
     status 500", the answer is in_doubt, and the doubt job settles it within
-    about 20s.
+    about 20s. The order exists at the provider all the same, and its payer
+    pays it like any other.
   - One order in eight is created with no webhook at all; orderd watches it
     because the demo asks it to, and the stale job's poll learns its end.
   - Late webhooks are timing, not missing money: a balance check that does
@@ -368,7 +370,11 @@ type demoTraffic struct {
 	// restored: the fake carries on from an earlier run's books.
 	restored bool
 	n        int
-	done     []string // completed payins, candidates for refunds
+
+	// mu guards done: the steps that complete payins run in their own
+	// goroutines (later), while step picks refund candidates from it.
+	mu   sync.Mutex
+	done []string // completed payins, candidates for refunds
 }
 
 func (g *demoTraffic) run(ctx context.Context) {
@@ -416,10 +422,7 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
 		}
-		g.later(ctx, 3*time.Second, func() error {
-			g.done = append(g.done, id)
-			return g.fake.Complete(id)
-		})
+		g.payLater(ctx, id)
 	case 3:
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
@@ -444,11 +447,17 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
 		}
+		// The order exists at the provider whatever the gateway was
+		// told, and its payer pays it like any other: the provider
+		// finishes it and its webhook reaches orderd. Left processing,
+		// it would be polled until reconcile.give_up_after and then
+		// become a stuck_order finding the demo did not mean to raise.
+		g.payLater(ctx, id)
 	case 7:
-		if len(g.done) == 0 {
+		orig, ok := g.refundCandidate()
+		if !ok {
 			return nil
 		}
-		orig := g.done[rand.IntN(len(g.done))]
 		o, ok := g.fake.Order(orig)
 		if !ok || o.Status != provider.StatusCompleted || len(o.Transactions) == 0 || o.Transactions[0].Authorized == nil {
 			return nil
@@ -482,6 +491,30 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		return nil
 	}
 	return nil
+}
+
+// payLater has the payer of payin id pay it a moment after its creation,
+// and makes it a candidate for a refund once the provider completed it.
+func (g *demoTraffic) payLater(ctx context.Context, id string) {
+	g.later(ctx, 3*time.Second, func() error {
+		if err := g.fake.Complete(id); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.done = append(g.done, id)
+		g.mu.Unlock()
+		return nil
+	})
+}
+
+// refundCandidate picks a completed payin of the demo at random.
+func (g *demoTraffic) refundCandidate() (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.done) == 0 {
+		return "", false
+	}
+	return g.done[rand.IntN(len(g.done))], true
 }
 
 func (g *demoTraffic) payin(ctx context.Context, id, amount, currency string) error {
