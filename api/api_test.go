@@ -344,6 +344,12 @@ func TestAPI_listOrders(t *testing.T) {
 		{"limit too big", "limit=501", "limit"},
 		{"limit not a number", "limit=ten", "limit"},
 		{"bad from", "from=yesterday", "from"},
+		// The zero time is the store's "no bound": refused, not dropped.
+		{"from at the zero time", "from=0001-01-01T00:00:00Z", "from"},
+		{"to at the zero time", "to=0001-01-01", "to"},
+		{"to at the zero time by its offset", "to=" + url.QueryEscape("0001-01-01T01:00:00+01:00"), "to"},
+		{"both at the zero time", "from=0001-01-01&to=0001-01-01", "from"},
+		{"from before 1970", "from=1969-12-31T23:59:59Z", "from"},
 		{"to before from", "from=2026-03-04&to=2026-03-02", "to"},
 		{"bad cursor", "cursor=zzz", "cursor"},
 		{"cursor of another listing", "cursor=" + attemptsCursor(t, e), "cursor"},

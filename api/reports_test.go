@@ -356,6 +356,11 @@ func TestReports_badParameters(t *testing.T) {
 		{"to missing", "from=2026-11-01", "to", "to is required"},
 		{"from not a date", "from=2026-02-30&to=2026-11-02", "from", `from "2026-02-30" is not a date`},
 		{"to not a time", "from=2026-11-01&to=noon", "to", `to "noon" is not a date`},
+		// The zero time as a date: refused as a time before 1970 is, not
+		// a report whose period starts at null.
+		{"from at the zero time", "from=0001-01-01&to=2026-11-02", "from", `from "0001-01-01" is not a date`},
+		{"to at the zero time", "from=2026-11-01&to=0001-01-01", "to", `to "0001-01-01" is not a date`},
+		{"from before 1970", "from=1969-12-31&to=2026-11-02", "from", "from 1970 on"},
 		{"to not after from", "from=2026-11-02&to=2026-11-01", "to", `to "2026-11-01" is not after from "2026-11-02"`},
 		{"format unknown", "from=2026-11-01&to=2026-11-02&format=pdf", "format", `format "pdf" is not one of csv, json, html`},
 		{"parameter unknown", "from=2026-11-01&to=2026-11-02&currency=brl", "currency", `unknown parameter "currency"`},
