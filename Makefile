@@ -33,7 +33,7 @@ UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
-	node-deps asyncapi-check report-schema-check consumers-check
+	node-deps asyncapi-check report-schema-check consumers-check sandbox-soak
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -88,6 +88,14 @@ report-schema-check: node-deps
 consumers-check: node-deps
 	$(GO) vet -tags consumers ./test/consumers/
 	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
+
+## sandbox-soak: the sandbox's demo at 20 times its pace for the orders of an
+## hour (1,800 steps), with give_up_after at 40s, then the reconciler left to
+## finish: no finding, every order final, no creation in doubt (build tag
+## integration; about five minutes).
+sandbox-soak:
+	$(GO) vet -tags integration ./cmd/orderd/
+	$(GO) test -tags integration -race -count=1 -timeout 20m -run '^TestSandbox_demoStaysClean$$' -v ./cmd/orderd/
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck

@@ -58,7 +58,7 @@ func sandboxCommand() command {
 				if *replicated {
 					return runSandboxCluster(ctx, e, *dir, *demo, *every)
 				}
-				return runSandbox(ctx, e, *dir, *demo, *every)
+				return runSandbox(ctx, e, sandboxOptions{dir: *dir, demo: *demo, every: *every})
 			}
 		},
 	}
@@ -78,7 +78,27 @@ const (
 // database, so that a restarted sandbox finds the provider as it left it.
 const sandboxStateFile = "provider-state.json"
 
-func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.Duration) error {
+// sandboxOptions are the knobs of one single-node sandbox. The command
+// sets dir, demo and every from its flags; a test also replaces the
+// reconcile section and bounds the demo, to live through an hour of demo
+// traffic in a few minutes.
+type sandboxOptions struct {
+	dir   string
+	demo  bool
+	every time.Duration
+	// reconcileYAML replaces sandboxReconcileYAML when set.
+	reconcileYAML string
+	// steps, when positive, ends the demo traffic after that many steps;
+	// the sandbox runs on, so the reconciler finishes what the demo left.
+	steps int
+}
+
+func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
+	dir, demo, every := o.dir, o.demo, o.every
+	reconcileYAML := o.reconcileYAML
+	if reconcileYAML == "" {
+		reconcileYAML = sandboxReconcileYAML
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
@@ -128,7 +148,7 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 	// one is taken, start again on any free port.
 	natsListen := sandboxNATS
 	for {
-		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL)
+		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL, reconcileYAML)
 		if err != nil {
 			return err
 		}
@@ -145,7 +165,7 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 			if bound := strings.TrimPrefix(d.natsURL, "nats://"); bound != natsListen {
 				// The config names the port NATS really took, so that
 				// "orderd tail -config" finds it.
-				if _, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, bound, publicURL); err != nil {
+				if _, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, bound, publicURL, reconcileYAML); err != nil {
 					return err
 				}
 			}
@@ -169,8 +189,11 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 				every:    every,
 				client:   &http.Client{Timeout: 30 * time.Second},
 				restored: fake.Restored(),
+				steps:    o.steps,
 			}
 			g.run(ctx)
+			// A bounded demo ends before the sandbox does.
+			<-ctx.Done()
 			return nil
 		})
 		if natsListen != anyLoopbackPort && isAddrInUse(err) && strings.Contains(err.Error(), "nats.embedded") {
@@ -216,7 +239,7 @@ const sandboxReconcileYAML = `reconcile:
 // writeSandboxConfig writes the fake provider's public key, API key and a
 // config file, so that "orderd tail|reconcile|report -config" work on the
 // running sandbox as they would on a real deployment.
-func writeSandboxConfig(dir string, fake *providertest.Server, recv, admin, nats, publicURL string) (string, error) {
+func writeSandboxConfig(dir string, fake *providertest.Server, recv, admin, nats, publicURL, reconcileYAML string) (string, error) {
 	keyFile := filepath.Join(dir, "provider-public.pem")
 	apiKeyFile := filepath.Join(dir, "provider-api-key")
 	if err := os.WriteFile(keyFile, fake.PublicKeyPEM(), 0o600); err != nil {
@@ -251,7 +274,7 @@ nats:
 log:
   level: info
 `, fake.URL(), apiKeyFile, keyFile, recv, publicURL, admin,
-		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), sandboxReconcileYAML, filepath.Join(dir, "reports"))
+		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), reconcileYAML, filepath.Join(dir, "reports"))
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, b.Bytes(), 0o600)
 }
@@ -369,7 +392,9 @@ type demoTraffic struct {
 	client *http.Client
 	// restored: the fake carries on from an earlier run's books.
 	restored bool
-	n        int
+	// steps, when positive, is how many steps run takes before it stops.
+	steps int
+	n     int
 
 	// mu guards done: the steps that complete payins run in their own
 	// goroutines (later), while step picks refund candidates from it.
@@ -402,6 +427,10 @@ func (g *demoTraffic) run(ctx context.Context) {
 		}
 		if err := g.step(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("demo step failed", "err", err)
+		}
+		if g.steps > 0 && g.n >= g.steps {
+			g.log.Info("demo traffic done", "steps", g.n)
+			return
 		}
 	}
 }
