@@ -33,7 +33,7 @@ UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
-	node-deps asyncapi-check consumers-check chaos-net
+	node-deps asyncapi-check report-schema-check consumers-check sandbox-soak chaos-net
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -73,6 +73,14 @@ node-deps:
 asyncapi-check: node-deps
 	cd api/asyncapi-check && npm ci --no-audit --no-fund --ignore-scripts && node check.mjs ../asyncapi.yaml
 
+## report-schema-check: api/report.schema.json compiled by Ajv (strict, draft
+## 2020-12, formats asserted; pinned by api/report-schema-check/package-lock.json;
+## install scripts are not run), the golden JSON reports of reconcile/testdata
+## validated against it, and a report broken on purpose refused.
+report-schema-check: node-deps
+	cd api/report-schema-check && npm ci --no-audit --no-fund --ignore-scripts && \
+		node check.mjs ../report.schema.json $(addprefix ../../,$(wildcard reconcile/testdata/*.json))
+
 ## consumers-check: the example consumers (examples/consumers/go and
 ## examples/consumers/node, npm ci from its lockfile) against "orderd
 ## sandbox", each crashed once midway and started again: every event handled
@@ -80,6 +88,17 @@ asyncapi-check: node-deps
 consumers-check: node-deps
 	$(GO) vet -tags consumers ./test/consumers/
 	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
+
+## sandbox-soak: the sandbox's demo at 20 times its pace for the orders of an
+## hour (1,800 steps), with give_up_after at 40s, then the reconciler left to
+## finish: no finding, every order final, no creation in doubt (build tag
+## integration; about five minutes). Without -race: the race detector slows
+## each gateway call so much that the demo no longer keeps its pace (1,800
+## steps took over six minutes under it), and make test runs the same code
+## under the race detector.
+sandbox-soak:
+	$(GO) vet -tags integration ./cmd/orderd/
+	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestSandbox_demoStaysClean$$' -v ./cmd/orderd/
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"time"
@@ -124,6 +125,8 @@ type server struct {
 	deps Deps
 	log  *slog.Logger
 	now  func() time.Time
+	// findingForm is the page that answers a refused dashboard form.
+	findingForm *template.Template
 }
 
 // New returns the admin API's handler.
@@ -140,6 +143,6 @@ func New(cfg Config, deps Deps) http.Handler {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Second
 	}
-	s := &server{cfg: cfg, deps: deps, log: cfg.Logger, now: cfg.Now}
+	s := &server{cfg: cfg, deps: deps, log: cfg.Logger, now: cfg.Now, findingForm: parseFindingForm()}
 	return s.handler()
 }

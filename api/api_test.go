@@ -43,6 +43,7 @@ func TestAPI_auth(t *testing.T) {
 		{"listing without token", "GET", "/v1/attempts?state=in_doubt", "-", 401},
 		{"openapi without token", "GET", "/v1/openapi.json", "-", 401},
 		{"asyncapi without token", "GET", "/v1/asyncapi.yaml", "-", 401},
+		{"report schema without token", "GET", "/v1/report.schema.json", "-", 401},
 		{"healthz is public", "GET", "/healthz", "-", 200},
 		{"readyz is public", "GET", "/readyz", "-", 200},
 		{"metrics is public", "GET", "/metrics", "-", 200},
@@ -343,6 +344,12 @@ func TestAPI_listOrders(t *testing.T) {
 		{"limit too big", "limit=501", "limit"},
 		{"limit not a number", "limit=ten", "limit"},
 		{"bad from", "from=yesterday", "from"},
+		// The zero time is the store's "no bound": refused, not dropped.
+		{"from at the zero time", "from=0001-01-01T00:00:00Z", "from"},
+		{"to at the zero time", "to=0001-01-01", "to"},
+		{"to at the zero time by its offset", "to=" + url.QueryEscape("0001-01-01T01:00:00+01:00"), "to"},
+		{"both at the zero time", "from=0001-01-01&to=0001-01-01", "from"},
+		{"from before 1970", "from=1969-12-31T23:59:59Z", "from"},
 		{"to before from", "from=2026-03-04&to=2026-03-02", "to"},
 		{"bad cursor", "cursor=zzz", "cursor"},
 		{"cursor of another listing", "cursor=" + attemptsCursor(t, e), "cursor"},
@@ -760,3 +767,51 @@ type stubCluster struct{}
 
 func (stubCluster) Status(context.Context) any            { return nil }
 func (stubCluster) Snapshot(context.Context) (any, error) { return nil, nil }
+
+// TestAPI_reportSchema: the JSON report's response in openapi.json refers
+// to the report's JSON Schema by a relative reference, and that reference,
+// resolved against the document's own URL, is served with the schema.
+func TestAPI_reportSchema(t *testing.T) {
+	e := newEnv(t, setup{})
+	var doc struct {
+		Paths map[string]struct {
+			Get struct {
+				Responses map[string]struct {
+					Content map[string]struct {
+						Schema struct {
+							Ref string `json:"$ref"`
+						} `json:"schema"`
+					} `json:"content"`
+				} `json:"responses"`
+			} `json:"get"`
+		} `json:"paths"`
+	}
+	r := e.get("/v1/openapi.json")
+	wantStatus(t, r, http.StatusOK)
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	ref := doc.Paths["/v1/reports/reconciliation"].Get.Responses["200"].Content["application/json"].Schema.Ref
+	if ref == "" {
+		t.Fatal("the JSON report's response has no $ref to its schema")
+	}
+	base, _ := url.Parse("/v1/openapi.json")
+	target, err := base.Parse(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.get(target.Path)
+	wantStatus(t, s, http.StatusOK)
+	if ct := s.header.Get("Content-Type"); ct != "application/schema+json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if !bytes.Equal(s.body, api.ReportSchema()) {
+		t.Errorf("%s does not serve the report schema", target.Path)
+	}
+	var schema struct {
+		Schema string `json:"$schema"`
+	}
+	if err := json.Unmarshal(s.body, &schema); err != nil || schema.Schema != "https://json-schema.org/draft/2020-12/schema" {
+		t.Errorf("schema's $schema %q (%v), want draft 2020-12", schema.Schema, err)
+	}
+}

@@ -29,6 +29,7 @@ type DashboardStore interface {
 	Readiness
 	OpenFindingCounts(ctx context.Context) (map[string]int, error)
 	FindingsPage(ctx context.Context, q store.FindingQuery) ([]store.Finding, error)
+	RecentlyResolvedFindings(ctx context.Context, limit int) ([]store.Finding, error)
 	OutboxStats(ctx context.Context) (backlog int64, oldest time.Time, err error)
 	RecentOrders(ctx context.Context, query string, limit int) ([]store.OrderSummary, error)
 	Activity(ctx context.Context, since time.Time) (store.Activity, error)
@@ -74,6 +75,14 @@ type DashboardConfig struct {
 const (
 	dashboardOrders   = 20
 	dashboardFindings = 10
+	// dashboardAllFindings is how many open findings the page lists when
+	// asked for all of them (GET /?findings=all), the most a page of the
+	// store gives; beyond it the page says how many it leaves out and
+	// links the JSON listing.
+	dashboardAllFindings = 1000
+	// dashboardResolved is how many recently resolved findings the page
+	// shows, with their trails.
+	dashboardResolved = 10
 	// dashboardPeriods is how many periods of scheduled report files the
 	// page links (a week of daily reports).
 	dashboardPeriods = 7
@@ -151,6 +160,15 @@ type dashboardPage struct {
 	OpenTotal    int
 	Findings     []findingRow
 	FindingsErr  string
+	// Unlisted is how many open findings the table leaves out; AllHref
+	// lists them all on the page, when a page can hold them.
+	Unlisted int
+	AllHref  string
+
+	Resolved    []resolvedRow
+	ResolvedErr string
+	// MaxBy and MaxNote bound the form's fields as the API bounds them.
+	MaxBy, MaxNote int
 
 	Query     string
 	Orders    []orderRow
@@ -214,6 +232,28 @@ func newFindingRow(f store.Finding, now time.Time) findingRow {
 	return r
 }
 
+// resolvedRow is a resolved finding as the dashboard shows it: how it was
+// resolved, by whom, and every action people took on it.
+type resolvedRow struct {
+	ID         int64
+	Kind, Key  string
+	Summary    string
+	ResolvedAt time.Time
+	// Resolution and By are empty when the reconciler resolved it (a
+	// later check found the problem gone).
+	Resolution, By string
+	Trail          []store.FindingAction
+}
+
+func newResolvedRow(f store.Finding) resolvedRow {
+	r := resolvedRow{ID: f.ID, Kind: f.Kind, Key: f.Key, Summary: findingSummary(f.Detail),
+		Resolution: f.Resolution, By: f.ResolvedBy, Trail: f.Trail}
+	if f.ResolvedAt != nil {
+		r.ResolvedAt = *f.ResolvedAt
+	}
+	return r
+}
+
 type orderRow struct {
 	MerchantOrderID string
 	ID              string
@@ -244,7 +284,8 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(q) > maxQueryLen {
 		q = q[:maxQueryLen]
 	}
-	p := dashboardPage{Now: now.Format("2006-01-02 15:04:05"), Version: d.cfg.Version, Query: q, Ready: true}
+	p := dashboardPage{Now: now.Format("2006-01-02 15:04:05"), Version: d.cfg.Version, Query: q, Ready: true,
+		MaxBy: maxActorLen, MaxNote: maxNoteLen}
 
 	checks := append([]Check{{Name: storeCheck, Check: d.cfg.Store.Ready}}, d.cfg.Checks...)
 	for _, c := range checks {
@@ -292,12 +333,31 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.FindingKinds = append(p.FindingKinds, kindCount{Kind: k, Count: counts[k]})
 			p.OpenTotal += counts[k]
 		}
-		fs, err := d.cfg.Store.FindingsPage(ctx, store.FindingQuery{State: "open", Limit: dashboardFindings})
+		limit := dashboardFindings
+		if r.URL.Query().Get("findings") == "all" {
+			limit = dashboardAllFindings
+		}
+		fs, err := d.cfg.Store.FindingsPage(ctx, store.FindingQuery{State: "open", Limit: limit})
 		if err != nil {
 			p.FindingsErr = err.Error()
 		}
 		for _, f := range fs {
 			p.Findings = append(p.Findings, newFindingRow(f, now))
+		}
+		// The counts and the page are two reads; a finding opened or
+		// resolved between them must not make the count negative.
+		if err == nil && p.OpenTotal > len(p.Findings) {
+			p.Unlisted = p.OpenTotal - len(p.Findings)
+			if limit < dashboardAllFindings && p.OpenTotal <= dashboardAllFindings {
+				p.AllHref = "/?findings=all#work-findings"
+			}
+		}
+	}
+	if fs, err := d.cfg.Store.RecentlyResolvedFindings(ctx, dashboardResolved); err != nil {
+		p.ResolvedErr = err.Error()
+	} else {
+		for _, f := range fs {
+			p.Resolved = append(p.Resolved, newResolvedRow(f))
 		}
 	}
 

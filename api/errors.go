@@ -65,6 +65,13 @@ func (e *typeConflictError) Error() string {
 		e.want, e.existing.MerchantOrderID, e.existing.Kind, e.existing.ID)
 }
 
+// findingNotFoundError is an action on a finding id that does not exist.
+type findingNotFoundError struct{ id int64 }
+
+func (e *findingNotFoundError) Error() string { return fmt.Sprintf("no finding %d", e.id) }
+
+func (e *findingNotFoundError) Unwrap() error { return store.ErrFindingNotFound }
+
 // notReadyError names the readiness checks that failed.
 type notReadyError struct {
 	checks map[string]string
@@ -104,6 +111,9 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		conflict *store.AttemptConflictError
 		typeConf *typeConflictError
 		notReady *notReadyError
+		// transition: a person's action that does not apply to the
+		// finding as it stands.
+		transition *store.TransitionError
 	)
 	switch {
 	case errors.Is(err, errUnauthorized):
@@ -136,6 +146,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			Error: rejectedError{Code: codeIdempotencyConflict, Message: typeConf.Error(),
 				ValidationErrors: []provider.ValidationError{{Field: "type",
 					Message: fmt.Sprintf("is %s, but the merchantOrderId belongs to a %s", typeConf.want, typeConf.existing.Kind)}}}})
+	case errors.Is(err, store.ErrFindingNotFound):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
+	case errors.As(err, &transition):
+		writeJSON(w, http.StatusConflict, errorBody{Error: transition.Error(), Field: "action"})
 	case errors.As(err, &notReady):
 		writeJSON(w, http.StatusServiceUnavailable, readyBody{Status: "not ready", Failing: notReady.failed, Checks: notReady.checks})
 	case errors.Is(err, ErrNotLeader):

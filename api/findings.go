@@ -31,7 +31,8 @@ type findingActionBody struct {
 	Resolution *string `json:"resolution"`
 }
 
-// Bounds on the free text a person writes into the trail.
+// Bounds on the free text a person writes into the trail, in characters,
+// as the gateway counts them (textProblem).
 const (
 	maxActorLen = 200
 	maxNoteLen  = 4000
@@ -42,52 +43,56 @@ const (
 // and its trail; 400 naming a missing or unknown field; 404 for an unknown
 // id; 409 for an action that does not apply to the finding as it stands.
 func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.fail(w, r, &badRequestError{field: "id", msg: fmt.Sprintf("finding id %q is not a positive integer", r.PathValue("id"))})
+	body, err := s.readBody(w, r)
+	// The dashboard's form is form-encoded. curl -d sends JSON under the
+	// same Content-Type, so a body that opens like JSON is JSON. A form
+	// refused for any reason is answered with a page a person can read,
+	// which keeps what was typed; JSON callers get JSON.
+	form := isForm(r) && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{"))
+	fail := func(err error) {
+		if form {
+			s.failForm(w, r, body, err)
+			return
+		}
+		s.fail(w, r, err)
+	}
+	id, perr := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if perr != nil || id <= 0 {
+		fail(&badRequestError{field: "id", msg: fmt.Sprintf("finding id %q is not a positive integer", r.PathValue("id"))})
+		return
+	}
+	if err != nil {
+		fail(err)
 		return
 	}
 	var b findingActionBody
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	// The dashboard's form is form-encoded. curl -d sends JSON under the
-	// same Content-Type, so a body that opens like JSON is JSON.
-	form := isForm(r) && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{"))
 	if form {
 		err = decodeForm(body, &b)
 	} else {
 		err = decodeStrict(body, &b)
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		fail(err)
 		return
 	}
 	cmd, err := findingAction(id, b)
 	if err != nil {
-		s.fail(w, r, err)
+		fail(err)
 		return
 	}
 	f, err := s.deps.Store.ActOnFinding(r.Context(), cmd)
-	var tr *store.TransitionError
-	switch {
-	case errors.Is(err, store.ErrFindingNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no finding %d", id)})
-		return
-	case errors.As(err, &tr):
-		writeJSON(w, http.StatusConflict, errorBody{Error: tr.Error(), Field: "action"})
-		return
-	case err != nil:
-		s.fail(w, r, err)
+	if errors.Is(err, store.ErrFindingNotFound) {
+		err = &findingNotFoundError{id: id}
+	}
+	if err != nil {
+		fail(err)
 		return
 	}
 	s.log.Info("finding action", "finding", f.ID, "kind", f.Kind, "action", cmd.Action, "by", cmd.By,
 		"resolution", cmd.Resolution, "status", f.Status)
 	if form {
 		// The dashboard's form: back to the dashboard, which shows the
-		// finding's new status (or no longer lists it).
+		// finding's new status (or lists it among the resolved ones).
 		http.Redirect(w, r, "/#findings", http.StatusSeeOther)
 		return
 	}
@@ -141,14 +146,14 @@ func findingAction(id int64, b findingActionBody) (store.FindingActionCmd, error
 		return cmd, bad("by", "is required: who takes the action")
 	}
 	cmd.By = strings.TrimSpace(*b.By)
-	if len(cmd.By) > maxActorLen {
-		return cmd, bad("by", "is longer than %d bytes", maxActorLen)
+	if problem := textProblem(cmd.By, maxActorLen); problem != "" {
+		return cmd, bad("by", "%s", problem)
 	}
 	if b.Note != nil {
 		cmd.Note = strings.TrimSpace(*b.Note)
 	}
-	if len(cmd.Note) > maxNoteLen {
-		return cmd, bad("note", "is longer than %d bytes", maxNoteLen)
+	if problem := textProblem(cmd.Note, maxNoteLen); problem != "" {
+		return cmd, bad("note", "%s", problem)
 	}
 	switch {
 	case cmd.Action != store.ActionResolve && b.Resolution != nil:

@@ -35,3 +35,25 @@ func (s *server) handleAsyncAPI(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(asyncAPI)
 }
+
+// reportSchema is the JSON Schema (draft 2020-12) of the JSON
+// reconciliation report. openapi.json refers to it by the relative
+// reference "report.schema.json", which resolves to this file in the
+// repository and to GET /v1/report.schema.json when read from the server.
+//
+//go:embed report.schema.json
+var reportSchema []byte
+
+// ReportSchema returns the JSON Schema of the JSON reconciliation report,
+// as served at GET /v1/report.schema.json, for tests and tools that check
+// reports against it.
+func ReportSchema() []byte { return append([]byte(nil), reportSchema...) }
+
+// handleReportSchema is GET /v1/report.schema.json.
+func (s *server) handleReportSchema(w http.ResponseWriter, r *http.Request) {
+	// application/schema+json is the media type the JSON Schema
+	// specification registers for schemas.
+	w.Header().Set("Content-Type", "application/schema+json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(reportSchema)
+}

@@ -412,14 +412,24 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, v)
 	}
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
-		return t, nil
+	if err != nil {
+		return time.Time{}, &badRequestError{field: name,
+			msg: fmt.Sprintf("%s must be an RFC 3339 time or a date (YYYY-MM-DD), got %q", name, v)}
 	}
-	return time.Time{}, &badRequestError{field: name,
-		msg: fmt.Sprintf("%s must be an RFC 3339 time or a date (YYYY-MM-DD), got %q", name, v)}
+	// The zero time means "no bound" to the store: a bound that reads as
+	// it (0001-01-01, or a time with an offset that is it in UTC) would be
+	// dropped without a word, and to=0001-01-01 would list every order
+	// instead of none. orderd keeps times from 1970 on, as the reports'
+	// bounds do, so earlier ones are refused.
+	if t = t.UTC(); t.Year() < 1970 {
+		return time.Time{}, &badRequestError{field: name,
+			msg: fmt.Sprintf("%s %q is before 1970, which no order can be", name, v)}
+	}
+	return t, nil
 }
 
 // limitParam reads the page size: default 50, 1 to 500.

@@ -174,12 +174,15 @@ func parseReportBound(param, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, fmt.Errorf("%s is required (a date 2006-01-02 or an RFC 3339 time)", param)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		t, err = time.Parse(time.RFC3339Nano, s)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	// A date before 1970 (0001-01-01 is the zero time, which the report
+	// writes as null) is refused like a time before it, as the CLI's
+	// reconcile.ParsePeriod refuses both.
 	if err != nil || t.UTC().Year() < 1970 || t.UTC().Year() > 9999 {
-		return time.Time{}, fmt.Errorf("%s %q is not a date (2006-01-02) or an RFC 3339 time", param, s)
+		return time.Time{}, fmt.Errorf("%s %q is not a date (2006-01-02) or an RFC 3339 time from 1970 on", param, s)
 	}
 	return t.UTC(), nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"orderd/api"
+	"orderd/internal/reportschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"
@@ -265,7 +266,7 @@ func TestReports_formats(t *testing.T) {
 		{"html is shown inline", "from=2026-11-01&to=2026-11-02&format=html", "text/html; charset=utf-8",
 			`inline; filename="orderd-reconciliation-2026-11-01-2026-11-02.html"`, checkHTML},
 		{"RFC 3339 bounds name the file by time", "from=2026-11-01T06:00:00Z&to=2026-11-01T18:00:00%2B02:00&format=json",
-			"application/json", `attachment; filename="orderd-reconciliation-20261101T060000Z-20261101T160000Z.json"`, nil},
+			"application/json", `attachment; filename="orderd-reconciliation-20261101T060000Z-20261101T160000Z.json"`, checkReportSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.get(t, "GET", "/v1/reports/reconciliation?"+tc.query)
@@ -319,6 +320,7 @@ func checkCSV(t *testing.T, body []byte) {
 
 func checkJSON(t *testing.T, body []byte) {
 	t.Helper()
+	checkReportSchema(t, body)
 	var rep struct {
 		Period     map[string]any   `json:"period"`
 		Currencies []map[string]any `json:"currencies"`
@@ -354,6 +356,11 @@ func TestReports_badParameters(t *testing.T) {
 		{"to missing", "from=2026-11-01", "to", "to is required"},
 		{"from not a date", "from=2026-02-30&to=2026-11-02", "from", `from "2026-02-30" is not a date`},
 		{"to not a time", "from=2026-11-01&to=noon", "to", `to "noon" is not a date`},
+		// The zero time as a date: refused as a time before 1970 is, not
+		// a report whose period starts at null.
+		{"from at the zero time", "from=0001-01-01&to=2026-11-02", "from", `from "0001-01-01" is not a date`},
+		{"to at the zero time", "from=2026-11-01&to=0001-01-01", "to", `to "0001-01-01" is not a date`},
+		{"from before 1970", "from=1969-12-31&to=2026-11-02", "from", "from 1970 on"},
 		{"to not after from", "from=2026-11-02&to=2026-11-01", "to", `to "2026-11-01" is not after from "2026-11-02"`},
 		{"format unknown", "from=2026-11-01&to=2026-11-02&format=pdf", "format", `format "pdf" is not one of csv, json, html`},
 		{"parameter unknown", "from=2026-11-01&to=2026-11-02&currency=brl", "currency", `unknown parameter "currency"`},
@@ -390,5 +397,18 @@ func TestReports_storeFailure(t *testing.T) {
 	wantStatus(t, r, http.StatusInternalServerError)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") || r.header.Get("Content-Disposition") != "" {
 		t.Errorf("a failed report answered as a file: %v", r.header)
+	}
+}
+
+// checkReportSchema fails the test when a JSON report does not follow the
+// schema the API publishes (GET /v1/report.schema.json).
+func checkReportSchema(t *testing.T, body []byte) {
+	t.Helper()
+	v, err := reportschema.New(api.ReportSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Validate(body); err != nil {
+		t.Errorf("%v\n%s", err, body)
 	}
 }

@@ -28,6 +28,7 @@ func (s *server) routes() []route {
 		{Method: "GET", Pattern: "/metrics", Public: true, Handler: s.metricsHandler()},
 		{Method: "GET", Pattern: "/v1/openapi.json", Handler: hf(s.handleOpenAPI)},
 		{Method: "GET", Pattern: "/v1/asyncapi.yaml", Handler: hf(s.handleAsyncAPI)},
+		{Method: "GET", Pattern: "/v1/report.schema.json", Handler: hf(s.handleReportSchema)},
 
 		{Method: "GET", Pattern: "/v1/orders", Handler: hf(s.handleListOrders)},
 		{Method: "GET", Pattern: "/v1/orders/{merchantOrderId}", Handler: hf(s.handleGetOrder)},

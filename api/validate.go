@@ -64,14 +64,28 @@ func (v *fieldErrors) identifier(field, value string) {
 
 // text checks an optional free-text value's length and characters.
 func (v *fieldErrors) text(field, value string, max int) {
+	if problem := textProblem(value, max); problem != "" {
+		v.add(field, problem)
+	}
+}
+
+// textProblem is what is wrong with a free-text value a person or a
+// platform sends, or "": it must be valid UTF-8, at most max characters
+// (not bytes), and free of control characters. The gateway and the
+// findings' trail (JSON or the dashboard's form) hold text to the same
+// rules, so a value is refused or stored alike whichever way it comes, and
+// stored as sent: a replicated log command, encoded as JSON, would
+// otherwise carry U+FFFD where a single node stored the raw bytes.
+func textProblem(value string, max int) string {
 	switch {
 	case !utf8.ValidString(value):
-		v.add(field, "must be valid UTF-8")
+		return "must be valid UTF-8"
 	case utf8.RuneCountInString(value) > max:
-		v.add(field, "must be at most "+strconv.Itoa(max)+" characters")
+		return "must be at most " + strconv.Itoa(max) + " characters"
 	case strings.ContainsFunc(value, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		v.add(field, "must not contain control characters")
+		return "must not contain control characters"
 	}
+	return ""
 }
 
 // maxAmountLength bounds the amounts the gateway sends. orderd reads the

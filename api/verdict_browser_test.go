@@ -198,7 +198,41 @@ func TestBrowser_dashboardFindings(t *testing.T) {
 	if !strings.HasPrefix(status, "acknowledged") || !strings.Contains(status, "acknowledge by ana") {
 		t.Errorf("status after acknowledging: %q", status)
 	}
-	act("resolve", "written_off", "provider fee, agreed with the provider")
+	// A resolve without its note is refused with a page that says so and
+	// keeps what was typed; the note added there, the form goes through.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err := chromedp.RunResponse(sctx,
+		chromedp.SetValue(chromedp.CSS(sel+` select[name=action]`), "resolve"),
+		chromedp.SetValue(chromedp.CSS(sel+` select[name=resolution]`), "written_off"),
+		// The note is left as the reloaded page has it: empty.
+		chromedp.SetValue(chromedp.CSS(sel+` input[name=by]`), "ana"),
+		chromedp.Submit(chromedp.CSS(sel)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatalf("resolve without a note from the dashboard: %v", err)
+	}
+	refused := step(t, ctx, "read the refusal", chromedp.Evaluate[[]string](
+		`[document.querySelector('#problem').textContent, document.querySelector('#action').value,
+		  document.querySelector('#resolution').value, document.querySelector('#by').value]`))
+	if !strings.Contains(refused[0], "note is required with action resolve") || refused[1] != "resolve" ||
+		refused[2] != "written_off" || refused[3] != "ana" {
+		t.Fatalf("the refused form's page: %q, want the reason and the form as typed", refused)
+	}
+	sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	_, err = chromedp.RunResponse(sctx,
+		chromedp.SetValue(chromedp.CSS(`#note`), "provider fee, agreed with the provider"),
+		chromedp.Submit(chromedp.CSS(`form`)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatalf("resolve from the refusal's page: %v", err)
+	}
+	step(t, ctx, "back on the dashboard", chromedp.WaitVisible(chromedp.ID("health")))
+	trail := step(t, ctx, "read the resolved finding", chromedp.Text(chromedp.CSS("#resolved-"+strings.TrimPrefix(rows[0][0], "finding-"))))
+	if !strings.Contains(trail, "written_off") || !strings.Contains(trail, "resolve (written_off) by ana: provider fee, agreed with the provider") {
+		t.Errorf("the resolved finding on the dashboard: %q", trail)
+	}
 	left := step(t, ctx, "read the findings again", chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll('#findings tbody tr')].map(r => r.cells[1].textContent)`))
 	if strings.Join(left, " ") != "quarantined_webhook" {

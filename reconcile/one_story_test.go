@@ -99,11 +99,8 @@ func TestReporter_oneStory_resolvedDrift(t *testing.T) {
 	}
 	e.clock.Advance(time.Hour)
 
-	var js bytes.Buffer
-	if err := e.reporter().WriteJSON(t.Context(), &js, reportDay); err != nil {
-		t.Fatal(err)
-	}
-	oneStory(t, js.Bytes())
+	js := writeJSON(t, e.reporter(), reportDay)
+	oneStory(t, js)
 	r := e.jsonReport(reportDay)
 	if brl := r.Currencies[0]; brl.Bridge.Movements["other"] != "5.00" || *brl.Bridge.Residual != "0.00" {
 		t.Fatalf("brl bridge: %+v", brl.Bridge)
@@ -178,11 +175,8 @@ func TestReporter_oneStory_driftFromBeforeThePeriod(t *testing.T) {
 	e.at("2026-11-01T23:30:00Z")
 	e.run(e.rec.RunBalances)
 	e.at("2026-11-02T01:00:00Z")
-	var js bytes.Buffer
-	if err := e.reporter().WriteJSON(t.Context(), &js, reportDay); err != nil {
-		t.Fatal(err)
-	}
-	oneStory(t, js.Bytes())
+	js := writeJSON(t, e.reporter(), reportDay)
+	oneStory(t, js)
 }
 
 // TestReporter_digest_closedPeriodIsStable: after the period ended, a
@@ -216,14 +210,11 @@ func TestReporter_digest_closedPeriodIsStable(t *testing.T) {
 	if j, c, h := e.digests(reportDay); j != j0 || c != j0 || h != j0 {
 		t.Fatalf("later digests JSON %s CSV %s HTML %s, want the first %s", j, c, h, j0)
 	}
-	var js bytes.Buffer
-	if err := e.reporter().WriteJSON(t.Context(), &js, reportDay); err != nil {
-		t.Fatal(err)
-	}
+	js := writeJSON(t, e.reporter(), reportDay)
 	var r struct {
 		DigestCovers string `json:"digestCovers"`
 	}
-	if err := json.Unmarshal(js.Bytes(), &r); err != nil || r.DigestCovers != reconcile.DigestCovers {
+	if err := json.Unmarshal(js, &r); err != nil || r.DigestCovers != reconcile.DigestCovers {
 		t.Fatalf("digestCovers %q (%v)", r.DigestCovers, err)
 	}
 	// The report itself does show the change.

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"orderd/internal/reportschema"
 	"orderd/reconcile"
 	"orderd/store"
 )
@@ -232,4 +234,40 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from the golden file (go test ./reconcile -run Report -update rewrites it after review)\n--- got\n%s\n--- want\n%s",
 			name, got, want)
 	}
+}
+
+// reportSchema is the published schema of the JSON report, read from the
+// repository as api/openapi.json refers to it.
+var reportSchema = sync.OnceValues(func() (*reportschema.Validator, error) {
+	b, err := os.ReadFile(filepath.Join("..", "api", "report.schema.json"))
+	if err != nil {
+		return nil, err
+	}
+	return reportschema.New(b)
+})
+
+// checkSchema fails the test when a JSON report does not follow
+// api/report.schema.json. Every JSON report these tests make goes through
+// it (writeJSON, the golden test), so a field added to the report without
+// the schema, or a value of the wrong type, fails here.
+func checkSchema(t testing.TB, report []byte) {
+	t.Helper()
+	v, err := reportSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Validate(report); err != nil {
+		t.Errorf("%v\n%s", err, report)
+	}
+}
+
+// writeJSON makes the JSON report of p and holds it to the schema.
+func writeJSON(t testing.TB, r *reconcile.Reporter, p reconcile.Period) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(t.Context(), &buf, p); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, buf.Bytes())
+	return buf.Bytes()
 }

@@ -41,13 +41,10 @@ type jsonReport struct {
 
 func (e *env) jsonReport(p reconcile.Period) jsonReport {
 	e.t.Helper()
-	var buf bytes.Buffer
-	if err := e.reporter().WriteJSON(e.t.Context(), &buf, p); err != nil {
-		e.t.Fatal(err)
-	}
+	b := writeJSON(e.t, e.reporter(), p)
 	var r jsonReport
-	if err := json.Unmarshal(buf.Bytes(), &r); err != nil {
-		e.t.Fatalf("report: %v\n%s", err, buf.Bytes())
+	if err := json.Unmarshal(b, &r); err != nil {
+		e.t.Fatalf("report: %v\n%s", err, b)
 	}
 	return r
 }

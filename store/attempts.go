@@ -839,6 +839,37 @@ func (s *Store) FindingsPage(ctx context.Context, q FindingQuery) ([]Finding, er
 	return out, nil
 }
 
+// recentlyResolvedQuery walks findings_resolved (migration 0013) from its
+// end: the latest resolutions first, without reading older ones.
+const recentlyResolvedQuery = `SELECT ` + findingColumns + `
+	FROM findings WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, id DESC LIMIT ?`
+
+// RecentlyResolvedFindings returns the limit findings resolved last (by a
+// person or by the reconciler), the latest first, with their trails.
+func (s *Store) RecentlyResolvedFindings(ctx context.Context, limit int) ([]Finding, error) {
+	rows, err := s.rdb.QueryContext(ctx, recentlyResolvedQuery, pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("recently resolved findings: %w", err)
+	}
+	defer rows.Close()
+	var out []Finding
+	for rows.Next() {
+		f, err := scanFinding(rows)
+		if err != nil {
+			return nil, fmt.Errorf("recently resolved findings: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recently resolved findings: %w", err)
+	}
+	rows.Close()
+	if err := loadTrails(ctx, s.rdb, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // findingsPageQuery is FindingsPage's query and its arguments.
 func findingsPageQuery(q FindingQuery) (string, []any, error) {
 	var (

@@ -52,6 +52,7 @@ func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
 		"odd status":          {oddStatusQuery, []any{"refunded"}},
 		"odd type":            {oddTypeQuery, []any{"transfer"}},
 		"findings page":       {findings, fargs},
+		"recently resolved":   {recentlyResolvedQuery, []any{10}},
 		"open finding counts": {openFindingCountsQuery, nil},
 		"reopened finding":    {reopenedFindingQuery, []any{"balance_drift", "brl"}},
 		"refunding orders":    {refundingOrdersQuery, []any{0, 1, 1, 64}},

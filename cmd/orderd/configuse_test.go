@@ -52,6 +52,8 @@ func TestCommands_UseOnlyTheirConfig(t *testing.T) {
 	r = runOrderd(t, nil, nil, "report", "-config", cfg, "-from", "2026-11-01", "-to", "2026-11-02", "-format", "json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"currencies"`) {
 		t.Errorf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	} else {
+		checkReportSchema(t, []byte(r.stdout))
 	}
 	// Nothing listens on nats.embedded.listen: tail gets past the config
 	// and says whom it could not reach.

@@ -71,6 +71,8 @@ func TestMigrate_NewerSchema(t *testing.T) {
 	r := runOrderd(t, nil, nil, "report", "-config", cfg, "-from", "2026-11-01", "-to", "2026-11-02", "-format", "json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"currencies"`) {
 		t.Errorf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	} else {
+		checkReportSchema(t, []byte(r.stdout))
 	}
 	copyDB := filepath.Join(dir, "copy.db")
 	r = runOrderd(t, nil, nil, "backup", "-config", cfg, "-o", copyDB)

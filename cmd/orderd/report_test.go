@@ -15,11 +15,26 @@ import (
 	"testing"
 	"time"
 
+	"orderd/api"
+	"orderd/internal/reportschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"
 	"orderd/store"
 )
+
+// checkReportSchema fails the test when a JSON report the command or the
+// daemon made does not follow the published schema (api/report.schema.json).
+func checkReportSchema(t *testing.T, report []byte) {
+	t.Helper()
+	v, err := reportschema.New(api.ReportSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Validate(report); err != nil {
+		t.Errorf("%v\n%s", err, report)
+	}
+}
 
 // reportStore opens a store as a running daemon would hold it, with two
 // orders of 2026-11-01 applied through the write path, and returns it and
@@ -116,6 +131,7 @@ func TestReport_run(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
 		}
+		checkReportSchema(t, []byte(r.stdout))
 		if len(rep.Orders) != 2 || rep.Orders[0].MerchantOrderID != "cli-1" || rep.Orders[1].Membership != "open" ||
 			len(rep.Currencies) != 1 || rep.Currencies[0].Payins.Count != 1 {
 			t.Errorf("report %+v", rep)
@@ -217,9 +233,11 @@ func TestReport_run(t *testing.T) {
 		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("the link after the report: %v %v, want still a link", fi.Mode(), err)
 		}
-		if b, err := os.ReadFile(target); err != nil || !strings.Contains(string(b), `"currencies"`) {
+		b, err := os.ReadFile(target)
+		if err != nil || !strings.Contains(string(b), `"currencies"`) {
 			t.Errorf("the link's target after the report (%v): %.80s", err, b)
 		}
+		checkReportSchema(t, b)
 	})
 
 	// The daemon's store is still open and still takes writes.
@@ -325,6 +343,12 @@ log:
 	code, ct, body := get(q, "report-test-token")
 	if code != http.StatusOK || ct != "application/json" || !strings.Contains(body, `"job":"report"`) {
 		t.Errorf("today's report: %d %s, want the report job's runs in it:\n%s", code, ct, body)
+	}
+	checkReportSchema(t, []byte(body))
+	if b, err := os.ReadFile(filepath.Join(reports, yesterday.FileName("json"))); err != nil {
+		t.Error(err)
+	} else {
+		checkReportSchema(t, b)
 	}
 	code, ct, body = get("/", "report-test-token")
 	if code != http.StatusOK || ct != "text/html; charset=utf-8" || !strings.Contains(body, `<p class="big ok">ready</p>`) ||

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,7 +58,7 @@ func sandboxCommand() command {
 				if *replicated {
 					return runSandboxCluster(ctx, e, *dir, *demo, *every)
 				}
-				return runSandbox(ctx, e, *dir, *demo, *every)
+				return runSandbox(ctx, e, sandboxOptions{dir: *dir, demo: *demo, every: *every})
 			}
 		},
 	}
@@ -77,7 +78,27 @@ const (
 // database, so that a restarted sandbox finds the provider as it left it.
 const sandboxStateFile = "provider-state.json"
 
-func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.Duration) error {
+// sandboxOptions are the knobs of one single-node sandbox. The command
+// sets dir, demo and every from its flags; a test also replaces the
+// reconcile section and bounds the demo, to live through an hour of demo
+// traffic in a few minutes.
+type sandboxOptions struct {
+	dir   string
+	demo  bool
+	every time.Duration
+	// reconcileYAML replaces sandboxReconcileYAML when set.
+	reconcileYAML string
+	// steps, when positive, ends the demo traffic after that many steps;
+	// the sandbox runs on, so the reconciler finishes what the demo left.
+	steps int
+}
+
+func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
+	dir, demo, every := o.dir, o.demo, o.every
+	reconcileYAML := o.reconcileYAML
+	if reconcileYAML == "" {
+		reconcileYAML = sandboxReconcileYAML
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
@@ -127,7 +148,7 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 	// one is taken, start again on any free port.
 	natsListen := sandboxNATS
 	for {
-		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL)
+		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL, reconcileYAML)
 		if err != nil {
 			return err
 		}
@@ -144,7 +165,7 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 			if bound := strings.TrimPrefix(d.natsURL, "nats://"); bound != natsListen {
 				// The config names the port NATS really took, so that
 				// "orderd tail -config" finds it.
-				if _, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, bound, publicURL); err != nil {
+				if _, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, bound, publicURL, reconcileYAML); err != nil {
 					return err
 				}
 			}
@@ -168,8 +189,11 @@ func runSandbox(ctx context.Context, e *env, dir string, demo bool, every time.D
 				every:    every,
 				client:   &http.Client{Timeout: 30 * time.Second},
 				restored: fake.Restored(),
+				steps:    o.steps,
 			}
 			g.run(ctx)
+			// A bounded demo ends before the sandbox does.
+			<-ctx.Done()
 			return nil
 		})
 		if natsListen != anyLoopbackPort && isAddrInUse(err) && strings.Contains(err.Error(), "nats.embedded") {
@@ -215,7 +239,7 @@ const sandboxReconcileYAML = `reconcile:
 // writeSandboxConfig writes the fake provider's public key, API key and a
 // config file, so that "orderd tail|reconcile|report -config" work on the
 // running sandbox as they would on a real deployment.
-func writeSandboxConfig(dir string, fake *providertest.Server, recv, admin, nats, publicURL string) (string, error) {
+func writeSandboxConfig(dir string, fake *providertest.Server, recv, admin, nats, publicURL, reconcileYAML string) (string, error) {
 	keyFile := filepath.Join(dir, "provider-public.pem")
 	apiKeyFile := filepath.Join(dir, "provider-api-key")
 	if err := os.WriteFile(keyFile, fake.PublicKeyPEM(), 0o600); err != nil {
@@ -250,7 +274,7 @@ nats:
 log:
   level: info
 `, fake.URL(), apiKeyFile, keyFile, recv, publicURL, admin,
-		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), sandboxReconcileYAML, filepath.Join(dir, "reports"))
+		filepath.Join(dir, "orderd.db"), nats, filepath.Join(dir, "nats"), reconcileYAML, filepath.Join(dir, "reports"))
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, b.Bytes(), 0o600)
 }
@@ -342,7 +366,8 @@ func sandboxFaults(routineAtInfo bool, fakeURL, apiKey string) string {
   - One creation in eight through the gateway is made at the provider but
     answered 500: a WARN "gateway creation in doubt ... unexpected HTTP
     status 500", the answer is in_doubt, and the doubt job settles it within
-    about 20s.
+    about 20s. The order exists at the provider all the same, and its payer
+    pays it like any other.
   - One order in eight is created with no webhook at all; orderd watches it
     because the demo asks it to, and the stale job's poll learns its end.
   - Late webhooks are timing, not missing money: a balance check that does
@@ -367,8 +392,14 @@ type demoTraffic struct {
 	client *http.Client
 	// restored: the fake carries on from an earlier run's books.
 	restored bool
-	n        int
-	done     []string // completed payins, candidates for refunds
+	// steps, when positive, is how many steps run takes before it stops.
+	steps int
+	n     int
+
+	// mu guards done: the steps that complete payins run in their own
+	// goroutines (later), while step picks refund candidates from it.
+	mu   sync.Mutex
+	done []string // completed payins, candidates for refunds
 }
 
 func (g *demoTraffic) run(ctx context.Context) {
@@ -397,6 +428,10 @@ func (g *demoTraffic) run(ctx context.Context) {
 		if err := g.step(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("demo step failed", "err", err)
 		}
+		if g.steps > 0 && g.n >= g.steps {
+			g.log.Info("demo traffic done", "steps", g.n)
+			return
+		}
 	}
 }
 
@@ -416,10 +451,7 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
 		}
-		g.later(ctx, 3*time.Second, func() error {
-			g.done = append(g.done, id)
-			return g.fake.Complete(id)
-		})
+		g.payLater(ctx, id)
 	case 3:
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
@@ -444,11 +476,17 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		if err := g.payin(ctx, id, amount, currency); err != nil {
 			return err
 		}
+		// The order exists at the provider whatever the gateway was
+		// told, and its payer pays it like any other: the provider
+		// finishes it and its webhook reaches orderd. Left processing,
+		// it would be polled until reconcile.give_up_after and then
+		// become a stuck_order finding the demo did not mean to raise.
+		g.payLater(ctx, id)
 	case 7:
-		if len(g.done) == 0 {
+		orig, ok := g.refundCandidate()
+		if !ok {
 			return nil
 		}
-		orig := g.done[rand.IntN(len(g.done))]
 		o, ok := g.fake.Order(orig)
 		if !ok || o.Status != provider.StatusCompleted || len(o.Transactions) == 0 || o.Transactions[0].Authorized == nil {
 			return nil
@@ -482,6 +520,30 @@ func (g *demoTraffic) step(ctx context.Context) error {
 		return nil
 	}
 	return nil
+}
+
+// payLater has the payer of payin id pay it a moment after its creation,
+// and makes it a candidate for a refund once the provider completed it.
+func (g *demoTraffic) payLater(ctx context.Context, id string) {
+	g.later(ctx, 3*time.Second, func() error {
+		if err := g.fake.Complete(id); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.done = append(g.done, id)
+		g.mu.Unlock()
+		return nil
+	})
+}
+
+// refundCandidate picks a completed payin of the demo at random.
+func (g *demoTraffic) refundCandidate() (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.done) == 0 {
+		return "", false
+	}
+	return g.done[rand.IntN(len(g.done))], true
 }
 
 func (g *demoTraffic) payin(ctx context.Context, id, amount, currency string) error {

@@ -28,16 +28,22 @@ var (
 	bannerFake  = regexp.MustCompile(`fake provider +(\S+) +\(API key "([^"]+)"\)`)
 )
 
-// startSandbox runs the sandbox in dir until the test stops it, and waits
-// until it has printed its banner and is ready.
+// startSandbox runs the sandbox in dir, without demo traffic, until the
+// test stops it, and waits until it has printed its banner and is ready.
 func startSandbox(t *testing.T, dir string) *sandboxRun {
+	t.Helper()
+	return startSandboxWith(t, dir, "-demo=false")
+}
+
+// startSandboxWith is startSandbox with the sandbox's flags given.
+func startSandboxWith(t *testing.T, dir string, flags ...string) *sandboxRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &sandboxRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, done: make(chan error, 1),
 		configPath: filepath.Join(dir, "config.yaml")}
+	args := append([]string{"orderd", "sandbox", "-dir", dir}, flags...)
 	go func() {
-		s.done <- run(ctx, []string{"orderd", "sandbox", "-demo=false", "-dir", dir}, func(string) string { return "" },
-			nil, s.stdout, s.stderr)
+		s.done <- run(ctx, args, func(string) string { return "" }, nil, s.stdout, s.stderr)
 	}()
 	t.Cleanup(func() { s.close(t) })
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -103,15 +109,21 @@ func do(t *testing.T, method, url, auth, body string) (int, string) {
 // waitStatus polls orderd until it has the order in status.
 func (s *sandboxRun) waitStatus(t *testing.T, moid, status string) {
 	t.Helper()
+	s.waitStatusWithin(t, moid, status, 20*time.Second)
+}
+
+// waitStatusWithin is waitStatus with its own bound.
+func (s *sandboxRun) waitStatusWithin(t *testing.T, moid, status string, within time.Duration) {
+	t.Helper()
 	var body string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var code int
 		if code, body = do(t, "GET", "http://"+s.admin+"/v1/orders/"+moid, "", ""); code == http.StatusOK &&
 			strings.Contains(body, `"status":"`+status+`"`) {
 			return
 		}
 	}
-	t.Fatalf("orderd does not have %s %s within 20s: %s", moid, status, body)
+	t.Fatalf("orderd does not have %s %s within %s: %s", moid, status, within, body)
 }
 
 // TestSandbox_Restart: a sandbox stopped and started again finds the fake
@@ -212,5 +224,35 @@ func TestSandbox_SaysWhatItDoesOnPurpose(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no info line for the accepted webhook of sb-info within 10s:\n%s", s.stderr)
 		}
+	}
+}
+
+// inDoubtDemo matches the demo's log line for a creation the fake answers
+// 500 after making it.
+var inDoubtDemo = regexp.MustCompile(`"msg":"demo: the provider answers this creation 500 on purpose[^"]*".*"merchant_order_id":"(demo-[^"]+)"`)
+
+// TestSandbox_demoFinishesInDoubtCreations: the demo's creations answered
+// 500 on purpose are orders at the provider like the others, and their
+// payers pay them: orderd sees each one completed, as it sees the demo's
+// other payins, instead of processing until it gives up on them and
+// raises a stuck_order finding nobody meant.
+func TestSandbox_demoFinishesInDoubtCreations(t *testing.T) {
+	// One demo step every 100ms: the in-doubt creation is every eighth
+	// step, so two of them come within about two seconds.
+	s := startSandboxWith(t, filepath.Join(t.TempDir(), "sb"), "-every", "100ms")
+	var ids []string
+	for deadline := time.Now().Add(20 * time.Second); len(ids) < 2; time.Sleep(50 * time.Millisecond) {
+		ids = ids[:0]
+		for _, m := range inDoubtDemo.FindAllStringSubmatch(s.stderr.String(), 2) {
+			ids = append(ids, m[1])
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo made %d creations in doubt within 20s, want 2:\n%s", len(ids), s.stderr)
+		}
+	}
+	for _, id := range ids {
+		// Settled by the doubt job or learned from the webhook, it is an
+		// order orderd knows, and its payer's payment completes it.
+		s.waitStatusWithin(t, id, "completed", 45*time.Second)
 	}
 }

@@ -247,6 +247,34 @@ func TestServer_AutoComplete(t *testing.T) {
 	}
 }
 
+// TestServer_AutoComplete_inDoubtCreation: a creation the fake makes and
+// then answers 500 (FailAfter, the in-doubt creation) leaves an order that
+// AutoComplete finishes like any other, with its webhook and its money in
+// the balance; the client was told nothing, but the order does not stay
+// processing for good.
+func TestServer_AutoComplete_inDoubtCreation(t *testing.T) {
+	rcv := newReceiver(t)
+	s := start(t, providertest.Options{AutoComplete: 20 * time.Millisecond, FeePercent: "0"})
+	if err := s.InjectFault(providertest.Fault{Endpoint: providertest.PathPaymentCreate, Kind: providertest.FailAfter}); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"merchantOrderId":"doubt","invoice":{"amount":"10.00","currency":"brl"},"webhookUrl":"` + rcv.URL() + `"}`
+	if status, answer, err := rawPost(t, s, providertest.PathPaymentCreate, body); err != nil || status != http.StatusInternalServerError {
+		t.Fatalf("creation behind the fault: %v %d %s, want 500", err, status, answer)
+	}
+	hits := rcv.waitHits(t, 1, 5*time.Second)
+	if o := decodeOrder(t, hits[0].body); o.MerchantOrderID != "doubt" || o.Status != provider.StatusCompleted {
+		t.Errorf("webhook = %s, want doubt completed", hits[0].body)
+	}
+	if o, _ := s.Order("doubt"); o.Status != provider.StatusCompleted {
+		t.Errorf("the fake's order is %s, want completed", o.Status)
+	}
+	waitIdle(t, s)
+	if got := balance(t, s, "brl"); got != "10.00" {
+		t.Errorf("balance %s, want the completed payin's 10.00", got)
+	}
+}
+
 // TestServer_Concurrent hits the fake from many goroutines; run with -race.
 // The balance must equal the sum of what completed.
 func TestServer_Concurrent(t *testing.T) {
