@@ -69,6 +69,9 @@ type Node struct {
 	// lastAppendOK and lastAppendErr are when appends last succeeded
 	// and failed (Unix nanoseconds), for Ready.
 	lastAppendOK, lastAppendErr atomic.Int64
+	// suspicion is a failed comparison of the log with what this node
+	// applied, not yet confirmed (verify.go, suspect).
+	suspicion atomic.Pointer[suspicion]
 	// failedAppends counts appends failed in a row; lastMove is when the
 	// node last reconnected to NATS because of them (moveOnAfterFailures).
 	failedAppends atomic.Int64
@@ -129,7 +132,7 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if hd.hash, _, err = st.EntryHash(ctx, seq); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if err := n.checkHolds(ctx, info, hd); err != nil {
+	if err := n.checkHoldsConfirmed(ctx, info, hd); err != nil {
 		return nil, err
 	}
 	if err := n.loadRing(ctx, seq); err != nil {
@@ -444,8 +447,10 @@ func (n *Node) checkLog(ctx context.Context) {
 		// The log still holds what this instance applied.
 		var ve *VerifyError
 		if err := n.checkHolds(ctx, info, *hd); errors.As(err, &ve) {
-			n.failVerify(ve)
-		} else if err != nil && ctx.Err() == nil {
+			n.suspect(ve)
+		} else if err == nil {
+			n.clearSuspicion()
+		} else if ctx.Err() == nil {
 			n.cfg.Logger.Info("could not re-read the last applied log entry", "seq", hd.seq, "err", err)
 		}
 	}

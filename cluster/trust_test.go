@@ -404,8 +404,29 @@ func TestNode_verifiesLog(t *testing.T) {
 		js, s := logStream(t, nc)
 		applied := a.node.AppliedSeq()
 		rebuild(t, js, s, entries(t, s, applied), true)
-		a.node.CheckLog(t.Context())
+		// Believed only once it has lasted two lease TTLs.
+		checkUntilRefused(t, a)
 		waitRefused(t, a, reg, "replaced", fmt.Sprintf("entry %d", applied))
+	})
+	t.Run("a short answer that passes is not believed", func(t *testing.T) {
+		// A log read short once (as a server cut off from the quorum
+		// answers) and whole again: the instance keeps applying.
+		nc, a, reg := start(t, time.Hour)
+		js, s := logStream(t, nc)
+		applied := a.node.AppliedSeq()
+		all := entries(t, s, applied)
+		rebuild(t, js, s, all[:applied-4], false)
+		a.node.CheckLog(t.Context())
+		rebuild(t, js, s, all, false)
+		time.Sleep(4500 * time.Millisecond) // past the two lease TTLs
+		a.node.CheckLog(t.Context())
+		a.node.CheckLog(t.Context())
+		if err := a.node.Fatal(); err != nil {
+			t.Fatalf("refused after the log read whole again: %v", err)
+		}
+		if n := testutil.ToFloat64(counter(t, reg, "orderd_log_verify_failures_total")); n != 0 {
+			t.Fatalf("orderd_log_verify_failures_total = %v", n)
+		}
 	})
 	t.Run("entry deleted", func(t *testing.T) {
 		nc, a, reg := start(t, 200*time.Millisecond)
@@ -621,4 +642,30 @@ func TestVersionAtLeast(t *testing.T) {
 			t.Errorf("versionAtLeast(%q) = %v, want %v", c.v, got, c.want)
 		}
 	}
+}
+
+// checkUntilRefused compares the log with what in applied, again and
+// again, until it refuses (or 20 s pass).
+func checkUntilRefused(t *testing.T, in *instance) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); in.node.Fatal() == nil && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		in.node.CheckLog(t.Context())
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name})
+			g.Set(mf.GetMetric()[0].GetCounter().GetValue())
+			return g
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
 }

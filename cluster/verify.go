@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -237,4 +238,67 @@ func (n *Node) loadRing(ctx context.Context, seq uint64) error {
 		n.ring.put(s, h)
 	}
 	return nil
+}
+
+// A comparison of the log with what this instance applied is believed
+// only when it fails again and again for confirmWindow. The stream's
+// state is read through whichever NATS server answers: a server cut off
+// from the others, a replica catching up, or a leader that has not yet
+// noticed it lost its quorum can answer with a log shorter than the one
+// the quorum holds, and an instance must not refuse the real log for
+// that. A log that really lost entries stays short (or keeps the wrong
+// entry) after the cluster settles; a stale answer does not. Entries the
+// applier receives are not affected: the log's consumer delivers only
+// what a quorum committed.
+type suspicion struct {
+	since time.Time
+	err   *VerifyError
+}
+
+// confirmWindow is how long a failed comparison must persist: two lease
+// TTLs, well past a NATS server's step-down and a new leader's election.
+func (n *Node) confirmWindow() time.Duration { return 2 * n.cfg.LeaseTTL }
+
+// suspect records a failed comparison, and stops the applier once the
+// comparisons have failed for confirmWindow.
+func (n *Node) suspect(ve *VerifyError) {
+	now := time.Now()
+	s := n.suspicion.Load()
+	if s == nil {
+		n.suspicion.Store(&suspicion{since: now, err: ve})
+		n.cfg.Logger.Warn("the log does not hold what this instance applied; checking again before refusing it", "err", ve, "confirm_within", n.confirmWindow())
+		return
+	}
+	if now.Sub(s.since) >= n.confirmWindow() {
+		n.failVerify(ve)
+	}
+}
+
+// clearSuspicion forgets a failed comparison once one succeeds.
+func (n *Node) clearSuspicion() {
+	if s := n.suspicion.Swap(nil); s != nil {
+		n.cfg.Logger.Info("the log holds what this instance applied after all", "first_seen", s.err.Problem)
+	}
+}
+
+// checkHoldsConfirmed is checkHolds at start: a failure is read again
+// until it has lasted confirmWindow before the start is refused.
+func (n *Node) checkHoldsConfirmed(ctx context.Context, info *jetstream.StreamInfo, hd head) error {
+	deadline := time.Now().Add(n.confirmWindow())
+	for {
+		err := n.checkHolds(ctx, info, hd)
+		var ve *VerifyError
+		if !errors.As(err, &ve) || time.Now().After(deadline) {
+			return err
+		}
+		n.cfg.Logger.Warn("the log does not hold what this database applied; checking again before refusing it", "err", ve)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+		if info, err = n.streamInfo(ctx); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
 }
