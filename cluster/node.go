@@ -120,9 +120,16 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, err
 	}
-	info, err := n.streamInfo(ctx)
+	// A cluster that is electing a leader (after a restart, or during a
+	// partition) may not answer at once: wait up to a minute, as for the
+	// assets themselves, rather than exit on the first timeout.
+	info, err := ensure(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return n.stream.Info(ctx)
+	}, func(context.Context) (*jetstream.StreamInfo, error) {
+		return nil, fmt.Errorf("log stream %s: %w", cfg.LogStream, jetstream.ErrStreamNotFound)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, fmt.Errorf("cluster: log stream %s: %w", cfg.LogStream, err)
 	}
 	follow, err := n.checkIdentity(ctx, info, seq)
 	if err != nil {
