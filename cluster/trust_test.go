@@ -424,7 +424,7 @@ func TestNode_verifiesLog(t *testing.T) {
 		if err := a.node.Fatal(); err != nil {
 			t.Fatalf("refused after the log read whole again: %v", err)
 		}
-		if n := testutil.ToFloat64(counter(t, reg, "orderd_log_verify_failures_total")); n != 0 {
+		if n := metricValue(t, reg, "orderd_log_verify_failures_total"); n != 0 {
 			t.Fatalf("orderd_log_verify_failures_total = %v", n)
 		}
 	})
@@ -519,7 +519,7 @@ func TestNode_comparesDigests(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if v := testutil.ToFloat64(gauge(t, regA, "orderd_replica_digest_mismatch")); v != 0 {
+	if v := metricValue(t, regA, "orderd_replica_digest_mismatch"); v != 0 {
 		t.Fatalf("mismatch gauge %v while they agree", v)
 	}
 	// b's database changed behind the log's back.
@@ -534,8 +534,8 @@ func TestNode_comparesDigests(t *testing.T) {
 	agreed := a.node.Status(t.Context()).AgreedSeq
 	write(25, 45)
 	waitFor(t, 20*time.Second, "the divergence is seen", func() bool {
-		return testutil.ToFloat64(gauge(t, regA, "orderd_replica_digest_mismatch")) == 1 &&
-			testutil.ToFloat64(gauge(t, regB, "orderd_replica_digest_mismatch")) == 1
+		return metricValue(t, regA, "orderd_replica_digest_mismatch") == 1 &&
+			metricValue(t, regB, "orderd_replica_digest_mismatch") == 1
 	})
 	sa := a.node.Status(t.Context())
 	if !strings.Contains(sa.Divergence, "b has") || sa.AgreedSeq != agreed {
@@ -553,22 +553,6 @@ func TestNode_comparesDigests(t *testing.T) {
 	})
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name})
-			g.Set(mf.GetMetric()[0].GetGauge().GetValue())
-			return g
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return nil
-}
 
 // oldServer answers NATS clients as a nats-server of version v would
 // before JetStream: its INFO, and PONG to every PING.
@@ -653,19 +637,24 @@ func checkUntilRefused(t *testing.T, in *instance) {
 	}
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+
+// metricValue is the value of the one series of the gauge or counter name.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name})
-			g.Set(mf.GetMetric()[0].GetCounter().GetValue())
-			return g
+		if mf.GetName() != name {
+			continue
 		}
+		m := mf.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return m.GetGauge().GetValue()
 	}
 	t.Fatalf("no metric %s", name)
-	return nil
+	return 0
 }
