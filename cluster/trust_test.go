@@ -553,7 +553,6 @@ func TestNode_comparesDigests(t *testing.T) {
 	})
 }
 
-
 // oldServer answers NATS clients as a nats-server of version v would
 // before JetStream: its INFO, and PONG to every PING.
 func oldServer(t *testing.T, v string) string {
@@ -636,7 +635,6 @@ func checkUntilRefused(t *testing.T, in *instance) {
 		in.node.CheckLog(t.Context())
 	}
 }
-
 
 // metricValue is the value of the one series of the gauge or counter name.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
