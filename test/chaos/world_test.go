@@ -3,7 +3,6 @@
 package chaos_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"orderd/internal/testbin"
 )
 
 // leaseTTL is cluster.lease_ttl of the suite's instances. A lease write
@@ -310,39 +311,15 @@ func (w *world) startProvider(seed uint64) {
 		"-listen", h.ip+":9000", "-pubkey", w.provPub, "-auto-complete", "2s",
 		"-webhook-base-delay", "500ms", "-max-webhook-delay", "4s", "-seed", fmt.Sprint(seed|1),
 		"-balance", "brl=100000.00")
-	type ready struct{ url, key string }
-	readyc := make(chan ready, 1)
-	go func() {
-		var r ready
-		sent := false
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "PROVIDER_URL="); ok {
-				r.url = v
-			}
-			if v, ok := strings.CutPrefix(sc.Text(), "PROVIDER_API_KEY="); ok {
-				r.key = v
-			}
-			if !sent && r.url != "" && r.key != "" {
-				sent = true
-				readyc <- r
-			}
-		}
-		close(readyc)
-	}()
 	go func() {
 		<-w.prov.done
 		pw.Close()
 	}()
-	select {
-	case r, ok := <-readyc:
-		if !ok {
-			t.Fatalf("providertest exited before it was ready: %v", w.prov.err)
-		}
-		w.provURL, w.provKey = r.url, r.key
-	case <-time.After(15 * time.Second):
-		t.Fatal("providertest printed no PROVIDER_URL within 15s")
+	url, key, err := testbin.ProviderReady(pr, 15*time.Second)
+	if err != nil {
+		t.Fatalf("%v (%v)", err, w.prov.err)
 	}
+	w.provURL, w.provKey = url, key
 }
 
 // natsURLs lists every node, as an instance's nats.url does.

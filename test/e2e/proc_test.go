@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"orderd/internal/testaddr"
+
+	"orderd/internal/testbin"
 )
 
 // proc is one started program. It is stopped by its PID: kill sends
@@ -226,41 +227,15 @@ func startFake(t *testing.T, dir string, flags ...string) *fakeProvider {
 	pr, pw := io.Pipe()
 	args := append([]string{"-listen", "127.0.0.1:0", "-pubkey", f.pubKey}, flags...)
 	f.p = startProc(t, "providertest", f.logPath, pw, bins.provider, args...)
-	type ready struct{ url, key string }
-	readyc := make(chan ready, 1)
-	go func() {
-		// Keep reading until the process exits, so it never blocks on a
-		// full pipe; the reader ends with the pipe.
-		var r ready
-		sent := false
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "PROVIDER_URL="); ok {
-				r.url = v
-			}
-			if v, ok := strings.CutPrefix(sc.Text(), "PROVIDER_API_KEY="); ok {
-				r.key = v
-			}
-			if !sent && r.url != "" && r.key != "" {
-				sent = true
-				readyc <- r
-			}
-		}
-		close(readyc)
-	}()
 	go func() {
 		<-f.p.done
 		pw.Close()
 	}()
-	select {
-	case r, ok := <-readyc:
-		if !ok {
-			t.Fatalf("providertest exited before it was ready: %v", f.p.err)
-		}
-		f.url, f.apiKey = r.url, r.key
-	case <-time.After(15 * time.Second):
-		t.Fatal("providertest printed no PROVIDER_URL within 15s")
+	url, key, err := testbin.ProviderReady(pr, 15*time.Second)
+	if err != nil {
+		t.Fatalf("%v (%v)", err, f.p.err)
 	}
+	f.url, f.apiKey = url, key
 	return f
 }
 
