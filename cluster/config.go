@@ -32,6 +32,9 @@ const (
 type Config struct {
 	// Node is this instance's unique name.
 	Node string
+	// Release is the orderd release this instance runs, as other
+	// instances see it (GET /v1/cluster, the log version's record).
+	Release string
 	// LogStream names the log's stream; the lease bucket and the snapshot
 	// store are named after it (ORDERD_LOG: ORDERD_LEASE, ORDERD_SNAPSHOTS).
 	LogStream string

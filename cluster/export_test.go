@@ -51,3 +51,6 @@ func (n *Node) CheckLog(ctx context.Context) { n.tick(ctx) }
 
 // VersionAtLeast is versionAtLeast.
 var VersionAtLeast = versionAtLeast
+
+// VersionHint is versionHint.
+func (n *Node) VersionHint(ctx context.Context, err error) string { return n.versionHint(ctx, err) }

@@ -400,6 +400,17 @@ func TestDecodeOps_refusesUnknown(t *testing.T) {
 			t.Errorf("DecodeOps(%q) accepted", b)
 		}
 	}
+	// A version from a newer orderd names itself, so the instance's
+	// refusal can say which release it needs.
+	var ve *store.LogVersionError
+	if _, err := store.DecodeOps([]byte{9, 0}); !errors.As(err, &ve) || ve.Version != 9 {
+		t.Errorf("DecodeOps of version 9: %v, want a LogVersionError of version 9", err)
+	}
+	for _, v := range []int{1, 4} {
+		if _, err := store.EncodeOpsAt([]store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}, v); err == nil {
+			t.Errorf("EncodeOpsAt version %d accepted", v)
+		}
+	}
 }
 
 // TestBackup_CheckBackup: a backup is a consistent database holding the
@@ -518,6 +529,15 @@ func TestDecodeOps_versionTwoEntries(t *testing.T) {
 		binaryOps += bytes.Count(b, []byte("observe.2\x01"))
 		if old[i], err = versionTwo(b); err != nil {
 			t.Fatalf("entry %d: %v", i+1, err)
+		}
+		// What an instance writes while the cluster's log version is
+		// 2 is that framing, byte for byte.
+		ops, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at2, err := store.EncodeOpsAt(ops, 2); err != nil || !bytes.Equal(at2, old[i]) {
+			t.Fatalf("entry %d: EncodeOpsAt(2) = %.40q, %v; want the version 2 framing %.40q", i+1, at2, err, old[i])
 		}
 	}
 	if binaryOps == 0 {
