@@ -406,7 +406,7 @@ func TestDecodeOps_refusesUnknown(t *testing.T) {
 	if _, err := store.DecodeOps([]byte{9, 0}); !errors.As(err, &ve) || ve.Version != 9 {
 		t.Errorf("DecodeOps of version 9: %v, want a LogVersionError of version 9", err)
 	}
-	for _, v := range []int{1, 4} {
+	for _, v := range []int{1, store.NewestLogVersion + 1} {
 		if _, err := store.EncodeOpsAt([]store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}, v); err == nil {
 			t.Errorf("EncodeOpsAt version %d accepted", v)
 		}
@@ -523,8 +523,8 @@ func TestDecodeOps_versionTwoEntries(t *testing.T) {
 	old := make([][]byte, len(log.entries))
 	binaryOps := 0
 	for i, b := range log.entries {
-		if b[0] != 3 {
-			t.Fatalf("entry %d written with version %d, want 3", i+1, b[0])
+		if b[0] != store.NewestLogVersion {
+			t.Fatalf("entry %d written with version %d, want %d", i+1, b[0], store.NewestLogVersion)
 		}
 		binaryOps += bytes.Count(b, []byte("observe.2\x01"))
 		if old[i], err = versionTwo(b); err != nil {
@@ -569,4 +569,49 @@ func versionTwo(entry []byte) ([]byte, error) {
 		b = append(b, cmd...)
 	}
 	return b, nil
+}
+
+// laterCmd is a command whose kind came with log version 4; at earlier
+// versions it is written as a finding under the older kind.
+type laterCmd struct{ Key string }
+
+func (*laterCmd) Kind() string { return "test.later" }
+func (c *laterCmd) Apply(tx *store.Tx) (any, error) {
+	return (&store.OpenFindingCmd{FindingKind: "test", Key: c.Key, Detail: []byte(`{"later":true}`)}).Apply(tx)
+}
+func (*laterCmd) LogVersion() int { return 4 }
+func (c *laterCmd) Before() store.Command {
+	return &store.OpenFindingCmd{FindingKind: "test", Key: c.Key, Detail: []byte(`{"later":false}`)}
+}
+
+func init() { store.RegisterCommand("test.later", func() store.Command { return &laterCmd{} }) }
+
+// TestEncodeOpsAt_olderKinds: a command whose kind a later log version
+// brought is written, at an earlier version, as the command it was before
+// (an older kind that every release reading that version applies).
+func TestEncodeOpsAt_olderKinds(t *testing.T) {
+	ops := []store.Op{{At: time.Now(), Cmd: &laterCmd{Key: "k"}}, {At: time.Now(), Cmd: store.NoopCmd{}}}
+	for v := store.OldestLogVersion; v <= store.NewestLogVersion; v++ {
+		b, err := store.EncodeOpsAt(ops, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != byte(v) {
+			t.Fatalf("version %d: entry starts with %d", v, b[0])
+		}
+		got, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "test.later"
+		if v < 4 {
+			want = "finding.open"
+		}
+		if got[0].Cmd.Kind() != want || got[1].Cmd.Kind() != "noop" {
+			t.Fatalf("version %d carries %s, %s; want %s, noop", v, got[0].Cmd.Kind(), got[1].Cmd.Kind(), want)
+		}
+	}
+	if _, ok := ops[0].Cmd.(*laterCmd); !ok {
+		t.Fatal("EncodeOpsAt changed the caller's op")
+	}
 }
