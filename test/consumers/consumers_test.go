@@ -6,7 +6,10 @@
 // acknowledgement) and is started again, and the test checks from what
 // they wrote and printed that every event of the stream was handled
 // exactly once, in order per order, and that every event matches the
-// AsyncAPI document. Run it with "make consumers-check" (it needs node and
+// AsyncAPI document. Each consumer validates every event's data against
+// the schema its dataschema names, as docs/events.md shows (ajv in Node,
+// santhosh-tekuri/jsonschema in Go), and stops at an event that does not
+// match. Run it with "make consumers-check" (it needs node and
 // npm, and installs the Node consumer's dependencies with npm ci).
 package consumers_test
 
@@ -141,7 +144,47 @@ func TestConsumers_ExactlyOnceAcrossRestart(t *testing.T) {
 	for i, c := range consumers {
 		checkConsumer(t, c, first[i].output()+second[i].output(), stream)
 	}
+
+	// An event whose data breaks its schema: each consumer stops at it,
+	// says why, and leaves it unacknowledged.
+	checkRefusesInvalid(t, js, consumers, natsURL, stream)
 }
+
+// checkRefusesInvalid publishes an order event whose data does not match
+// the schema its dataschema names, and expects each consumer to stop at it
+// with exit code 1, naming it, without writing it to its ledger.
+func checkRefusesInvalid(t *testing.T, js jetstream.JetStream, consumers []*consumer, natsURL string, stream []*jetstream.RawStreamMsg) {
+	t.Helper()
+	m := dataschemaRE.FindSubmatch(stream[0].Data)
+	if m == nil {
+		t.Fatalf("first event has no dataschema: %s", stream[0].Data)
+	}
+	orderSchema := regexp.MustCompile(`#.*$`).ReplaceAllString(string(m[1]), "#/components/schemas/Order")
+	const badID = "0000000000000000000000000000000000000000000000000000000000000bad"
+	bad := `{"specversion":"1.0","id":"` + badID + `","source":"orderd","type":"order.completed",` +
+		`"subject":"bad-1","time":"2026-11-28T00:00:00Z","datacontenttype":"application/json",` +
+		`"dataschema":"` + orderSchema + `","merchantorderid":"bad-1","learnedvia":"webhook",` +
+		`"data":{"id":"bad-1","status":42}}`
+	ack, err := js.Publish(t.Context(), "orderd.orders.payin.completed", []byte(bad), jetstream.WithMsgID(badID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range consumers {
+		p := startProc(t, c.dir, c.name+"-3", c.argv(natsURL, false))
+		if code := p.wait(t, 60*time.Second); code != 1 {
+			t.Errorf("%s consumer exited %d on an event that breaks its schema, want 1; output:\n%s", c.name, code, p.output())
+			continue
+		}
+		if want := "invalid seq=" + strconv.FormatUint(ack.Sequence, 10) + " id=" + badID; !strings.Contains(p.output(), want) {
+			t.Errorf("%s consumer did not say %q; output:\n%s", c.name, want, p.output())
+		}
+		if n := readLedger(t, c.ledger).count[badID]; n != 0 {
+			t.Errorf("%s consumer handled the invalid event (%d times in its ledger)", c.name, n)
+		}
+	}
+}
+
+var dataschemaRE = regexp.MustCompile(`"dataschema":"([^"]+)"`)
 
 // startSandbox starts "orderd sandbox" in dir with quick demo traffic and
 // returns its NATS URL.
