@@ -77,7 +77,7 @@ func TestConsumers_ExactlyOnceAcrossRestart(t *testing.T) {
 	}
 
 	work := t.TempDir()
-	natsURL := startSandbox(t, orderd, work)
+	natsURL := startSandbox(t, orderd, work, "-every", "200ms").nats
 	consumers := []*consumer{
 		{name: "go", dir: work, ledger: filepath.Join(work, "ledger-go.txt"),
 			argv: func(url string, crash bool) []string {
@@ -186,11 +186,15 @@ func checkRefusesInvalid(t *testing.T, js jetstream.JetStream, consumers []*cons
 
 var dataschemaRE = regexp.MustCompile(`"dataschema":"([^"]+)"`)
 
-// startSandbox starts "orderd sandbox" in dir with quick demo traffic and
-// returns its NATS URL.
-func startSandbox(t *testing.T, orderd, dir string) string {
+// sandboxURLs are where a sandbox's banner says its NATS server and admin
+// API listen.
+type sandboxURLs struct{ nats, admin string }
+
+// startSandbox starts "orderd sandbox" in dir with the given flags and
+// returns where it listens.
+func startSandbox(t *testing.T, orderd, dir string, flags ...string) sandboxURLs {
 	t.Helper()
-	cmd := exec.Command(orderd, "sandbox", "-dir", filepath.Join(dir, "sandbox"), "-every", "200ms")
+	cmd := exec.Command(orderd, append([]string{"sandbox", "-dir", filepath.Join(dir, "sandbox")}, flags...)...)
 	cmd.Dir = dir
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
@@ -202,13 +206,19 @@ func startSandbox(t *testing.T, orderd, dir string) string {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	urls := make(chan string, 1)
+	urls := make(chan sandboxURLs, 1)
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`nats://[0-9.]+:[0-9]+`)
+		natsRE := regexp.MustCompile(`nats://[0-9.]+:[0-9]+`)
+		adminRE := regexp.MustCompile(`admin API +(http://\S+)`)
+		var u sandboxURLs
 		for sc.Scan() {
-			if u := re.FindString(sc.Text()); u != "" {
+			if m := adminRE.FindStringSubmatch(sc.Text()); m != nil && u.admin == "" {
+				u.admin = m[1]
+			}
+			if m := natsRE.FindString(sc.Text()); m != "" && u.nats == "" {
+				u.nats = m
 				select {
 				case urls <- u:
 				default:
@@ -231,10 +241,13 @@ func startSandbox(t *testing.T, orderd, dir string) string {
 	})
 	select {
 	case u := <-urls:
+		if u.admin == "" {
+			t.Fatalf("the sandbox's banner names no admin API before NATS; stderr:\n%s", stderr)
+		}
 		return u
 	case <-time.After(30 * time.Second):
 		t.Fatalf("sandbox printed no nats:// URL within 30s; stderr:\n%s", stderr)
-		return ""
+		return sandboxURLs{}
 	}
 }
 
