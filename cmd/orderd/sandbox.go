@@ -44,7 +44,7 @@ func sandboxCommand() command {
 			"provider), each replaced by a free port when taken, and prints where everything listens.\n" +
 			"-listen-base N takes N, N+1, N+2 and N+3 instead; -webhooks, -admin, -nats and -provider\n" +
 			"name one address each (port 0: any free one). A port chosen by a flag is used or the start\n" +
-			"fails: it is never silently replaced.\n" +
+			"fails: it is never silently replaced. These flags are for the single-node sandbox.\n" +
 			"The fake provider keeps its books in " + sandboxStateFile + " beside the database, so a restart\n" +
 			"carries on with the same orders, stream and balances; remove the directory to start afresh.\n" +
 			"With -cluster: replicated mode instead, a three-node NATS cluster and two orderd instances\n" +
