@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +43,14 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	}
 	if err := checkServerVersion(nc); err != nil {
 		return SeedResult{}, err
+	}
+	// No daemon has the database open: what a seed, a snapshot or a
+	// restore killed earlier left beside it goes first, whether or not
+	// this seed goes ahead.
+	if removed, err := store.RemoveTempFiles(st.Path()); err != nil {
+		cfg.Logger.Warn("removing temporary files left beside the database failed", "err", err)
+	} else if len(removed) > 0 {
+		cfg.Logger.Info("removed temporary files a killed operation left beside the database", "files", removed)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -90,7 +97,6 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 		return SeedResult{}, fmt.Errorf("%w: instance %s holds the lease in %s: it runs on this log; stop every instance before seeding",
 			ErrLogNotEmpty, holder, cfg.leaseBucket())
 	}
-	removeSeedFiles(st.Path())
 	// The log is marked as a seed in progress, without an id: an empty
 	// log an instance created earlier becomes the new log, and every
 	// instance refuses it until the seed finishes.
@@ -106,7 +112,7 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	}
 	// A page-for-page copy, as the leader's snapshots take: the first of
 	// them then finds most of its chunks in the store already.
-	tmp := st.Path() + seedFileInfix + nuid.Next()
+	tmp := st.Path() + store.TempSeedInfix + nuid.Next()
 	defer removeDB(tmp)
 	if err := st.Copy(ctx, tmp); err != nil {
 		return SeedResult{}, err
@@ -131,19 +137,6 @@ func Seed(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (Seed
 	return SeedResult{Log: id, Orders: orders, Snapshot: si}, nil
 }
 
-// seedFileInfix names a seed's temporary files: the database's path,
-// this, and a unique suffix.
-const seedFileInfix = ".seed-"
-
-// removeSeedFiles removes the temporary files of seeds of the database
-// at path that were killed before they could.
-func removeSeedFiles(path string) {
-	old, _ := filepath.Glob(path + seedFileInfix + "*")
-	for _, f := range old {
-		os.Remove(f)
-	}
-}
-
 // removeDB removes a database file with its -wal and -shm files.
 func removeDB(path string) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -156,7 +149,7 @@ func removeDB(path string) {
 // chunk and the whole file against the manifest, then the database) and
 // that it is the start of log id, and returns the base it is.
 func readBack(ctx context.Context, obj jetstream.ObjectStore, dbPath, id string) (baseInfo, error) {
-	tmp := dbPath + seedFileInfix + "check-" + nuid.Next()
+	tmp := dbPath + store.TempSeedInfix + "check-" + nuid.Next()
 	defer removeDB(tmp)
 	if err := fetchChunked(ctx, obj, tmp); err != nil {
 		return baseInfo{}, err

@@ -211,8 +211,8 @@ func (n *Node) TakeSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	// each remove the other's packs as unused.
 	n.snapMu.Lock()
 	defer n.snapMu.Unlock()
-	tmp := n.store.Path() + ".snapshot-" + nuid.Next()
-	defer os.Remove(tmp)
+	tmp := n.store.Path() + store.TempSnapshotInfix + nuid.Next()
+	defer removeDB(tmp)
 	start := time.Now()
 	full := n.lastFullCheck.IsZero() || start.Sub(n.lastFullCheck) >= fullCheckEvery
 	si, gcErr, copied, err := takeSnapshot(ctx, n.store, n.obj, tmp, n.cfg.Node, n.cfg.SnapshotReadRate, full)
@@ -733,9 +733,9 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 		}
 		return SnapshotInfo{}, false, nil
 	}
-	tmp := path + ".restore"
-	os.Remove(tmp)
-	defer os.Remove(tmp)
+	tmp := path + store.TempRestoreSuffix
+	removeDB(tmp)
+	defer removeDB(tmp)
 	// A snapshot written while this one is fetched keeps the packs of the
 	// one before it; only a second one can remove packs this fetch still
 	// needs. It then starts over from the newest.
@@ -759,7 +759,7 @@ func RestoreSnapshot(ctx context.Context, nc *nats.Conn, cfg Config, path string
 		// A pack or the manifest itself gone.
 		if isNotFound(err) && attempt < 3 {
 			if now, lerr := latestInfo(ctx, obj); lerr == nil && now != nil && now.NUID != oi.NUID {
-				os.Remove(tmp)
+				removeDB(tmp)
 				continue
 			}
 		}

@@ -148,11 +148,11 @@ func createNewPrivate(path string) error {
 // integrity in full (CheckRestorable), so a damaged copy is refused there,
 // never applied.
 func CheckCopy(ctx context.Context, path string) (uint64, error) {
-	db, err := openFile(path)
+	db, closeFile, err := openFile(path)
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer closeFile()
 	if err := checkOrderdTables(ctx, db); err != nil {
 		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)
 	}

@@ -86,11 +86,11 @@ func (s *Store) StartLog(ctx context.Context, id string) (orders int64, err erro
 // ReadLogID returns the log id recorded in the database file at path
 // (a backup, say), read-only; "" when it records none.
 func ReadLogID(ctx context.Context, path string) (string, error) {
-	db, err := openFile(path)
+	db, closeFile, err := openFile(path)
 	if err != nil {
 		return "", err
 	}
-	defer db.Close()
+	defer closeFile()
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_identity'`).Scan(&n); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)

@@ -442,11 +442,11 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 // integrity and returns the log sequence it has applied (0 for a
 // single-node database).
 func CheckBackup(ctx context.Context, path string) (uint64, error) {
-	db, err := openFile(path)
+	db, closeFile, err := openFile(path)
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer closeFile()
 	rows, err := db.QueryContext(ctx, "PRAGMA integrity_check")
 	if err != nil {
 		return 0, fmt.Errorf("%s is not an orderd database: %w", path, err)

@@ -160,11 +160,44 @@ func pathDSN(path, query string) string {
 
 // openFile opens the database file at path (a backup, a copy), read-only
 // and query-only; a missing file is an error, never a new empty database.
-func openFile(path string) (*sql.DB, error) {
+// closeFile closes it and removes the -wal and -shm files the opening
+// created: a read-only connection cannot checkpoint, so SQLite leaves an
+// empty -wal and a 32 KiB -shm beside a database in WAL mode when it
+// closes, and every snapshot, seed and restore would add a pair.
+func openFile(path string) (db *sql.DB, closeFile func() error, err error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	_, walErr := os.Lstat(path + "-wal")
+	_, shmErr := os.Lstat(path + "-shm")
+	db, err = sql.Open("sqlite", pathDSN(path, "mode=ro&_pragma=query_only(1)"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, func() error {
+		err := db.Close()
+		removeCreatedSidecars(path, errors.Is(walErr, fs.ErrNotExist), errors.Is(shmErr, fs.ErrNotExist))
+		return err
+	}, nil
+}
+
+// removeCreatedSidecars removes the -wal and -shm files beside the
+// database at path that a connection now closed created (newWAL, newSHM:
+// they were not there before it opened). A -wal is removed only while it
+// is empty, which a read-only connection's always is: it holds no
+// transaction. The -shm, an index of the -wal that SQLite rebuilds, goes
+// once the -wal has gone.
+func removeCreatedSidecars(path string, newWAL, newSHM bool) {
+	if newWAL {
+		if fi, err := os.Lstat(path + "-wal"); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+			os.Remove(path + "-wal")
+		}
+	}
+	if newSHM {
+		if _, err := os.Lstat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			os.Remove(path + "-shm")
+		}
+	}
 }
 
 // writerDSN configures the write connection: WAL so readers never block the
