@@ -139,6 +139,9 @@ func restoreCommandWith(hooks restoreHooks) command {
 					return err
 				}
 				defer unlock()
+				if _, err := cfg.removeTempFiles(); err != nil {
+					fmt.Fprintf(e.Stderr, "orderd restore: removing temporary files left beside the database: %v\n", err)
+				}
 				// The files replaced are those of the database store.path
 				// leads to: through a symbolic link, renaming the link would
 				// leave the database and its -wal where they are.
@@ -158,7 +161,7 @@ func restoreCommandWith(hooks restoreHooks) command {
 				// What is checked is a copy beside store.path, read from the
 				// file opened above, and that copy is what is put in place: a
 				// file renamed onto -i meanwhile never reaches store.path.
-				tmp, err := copyToTemp(f, filepath.Dir(path), "."+filepath.Base(path)+".restoring-*")
+				tmp, err := copyToTemp(f, filepath.Dir(path), "."+filepath.Base(path)+store.TempRestoringInfix+"*")
 				if err != nil {
 					return fmt.Errorf("copy %s: %w", *in, err)
 				}

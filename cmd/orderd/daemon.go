@@ -114,6 +114,13 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	if d.unlock, err = cfg.lockStore(lockOwner); err != nil {
 		return nil, err
 	}
+	// What a snapshot, a seed or a restore killed earlier left beside the
+	// database: no other orderd holds the lock, so none of it is in use.
+	if removed, err := cfg.removeTempFiles(); err != nil {
+		logger.Warn("removing temporary files left beside the database failed", "component", "store", "err", err)
+	} else if len(removed) > 0 {
+		logger.Info("removed temporary files a killed operation left beside the database", "component", "store", "files", removed)
+	}
 	replicated := cfg.Cluster.Enabled
 
 	// In replicated mode NATS comes first: an empty disk starts from the

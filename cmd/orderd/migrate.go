@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ func migrateCommand() command {
 					return err
 				}
 				defer unlock()
+				if _, err := cfg.removeTempFiles(); err != nil {
+					fmt.Fprintf(e.Stderr, "orderd migrate: removing temporary files left beside the database: %v\n", err)
+				}
 				applied, err := store.Migrate(ctx, cfg.Store.Path)
 				// What was applied stays applied, even when a later step fails.
 				for _, a := range applied {
@@ -103,6 +107,28 @@ func (c *Config) lockStore(how storeLock) (release func() error, err error) {
 		return nil, err
 	}
 	return release, nil
+}
+
+// removeTempFiles removes the temporary files that operations killed
+// earlier left beside the database (store.RemoveTempFiles), beside
+// store.path and beside the file it resolves to, and returns their paths.
+// The caller holds the database's lock (lockOwner or lockAlone): every
+// operation that writes such files runs under it, so none is in use.
+func (c *Config) removeTempFiles() ([]string, error) {
+	paths := []string{c.Store.Path}
+	if resolved, err := store.ResolvePath(c.Store.Path); err == nil && resolved != c.Store.Path {
+		paths = append(paths, resolved)
+	}
+	var removed []string
+	var errs []error
+	for _, p := range paths {
+		names, err := store.RemoveTempFiles(p)
+		for _, n := range names {
+			removed = append(removed, filepath.Join(filepath.Dir(p), n))
+		}
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // storeError is what a command returns when opening the store (Open or
