@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -64,7 +65,9 @@ func (n *Node) leaseLoop(ctx context.Context, duties func(context.Context)) {
 		stopDuties context.CancelFunc
 		dutiesDone chan struct{}
 	)
-	stepDown := func(why string, release bool) {
+	// A step down the node did not choose is a warning; one at a clean
+	// shutdown is not.
+	stepDown := func(level slog.Level, why string, release bool) {
 		n.lease.mu.Lock()
 		was, rev := n.lease.leading, n.lease.rev
 		n.lease.leading = false
@@ -76,7 +79,7 @@ func (n *Node) leaseLoop(ctx context.Context, duties func(context.Context)) {
 			stopDuties = nil
 		}
 		if was {
-			n.cfg.Logger.Warn("stepped down as leader", "reason", why)
+			n.cfg.Logger.Log(context.Background(), level, "stepped down as leader", "reason", why)
 		}
 		if release && was {
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -93,14 +96,14 @@ func (n *Node) leaseLoop(ctx context.Context, duties func(context.Context)) {
 			if n.Leading() {
 				if err := n.renew(ctx); err != nil && ctx.Err() == nil {
 					if errors.Is(err, errLeaseLost) || !n.Leading() {
-						stepDown(err.Error(), false)
+						stepDown(slog.LevelWarn, err.Error(), false)
 					} else {
 						n.cfg.Logger.Warn("renew the lease; still within it", "err", err)
 					}
 				}
 			} else {
 				if stopDuties != nil { // lease ran out between renewals
-					stepDown("lease expired before it could be renewed", false)
+					stepDown(slog.LevelWarn, "lease expired before it could be renewed", false)
 				}
 				if n.acquire(ctx) && ctx.Err() == nil {
 					n.cfg.Logger.Info("became leader", "term", n.term())
@@ -111,7 +114,7 @@ func (n *Node) leaseLoop(ctx context.Context, duties func(context.Context)) {
 					err := n.CatchUp(cctx)
 					cancel()
 					if err != nil {
-						stepDown("could not catch up with the log: "+err.Error(), true)
+						stepDown(slog.LevelWarn, "could not catch up with the log: "+err.Error(), true)
 					} else {
 						dctx, cancelDuties := context.WithCancel(ctx)
 						stopDuties = cancelDuties
@@ -124,11 +127,11 @@ func (n *Node) leaseLoop(ctx context.Context, duties func(context.Context)) {
 				}
 			}
 		} else if n.Leading() || stopDuties != nil {
-			stepDown("the applier stopped", true)
+			stepDown(slog.LevelWarn, "the applier stopped", true)
 		}
 		select {
 		case <-ctx.Done():
-			stepDown("shutting down", true)
+			stepDown(slog.LevelInfo, "shutting down", true)
 			return
 		case <-tick.C:
 		}

@@ -73,7 +73,9 @@ func (d *daemon) joinCluster(ctx context.Context) error {
 	}
 	node, err := cluster.New(ctx, d.nc, d.store, cc)
 	if err != nil {
-		return clusterError(d.cfg, fmt.Errorf("cluster: %w", err))
+		// New's errors carry their own context ("cluster: …", or a
+		// refusal naming the log): wrapped again, they read "cluster: cluster:".
+		return clusterError(d.cfg, err)
 	}
 	d.node = node
 	d.store.Replicate(node)
