@@ -587,25 +587,35 @@ func withFile(err error, path string) error {
 // resolveSecrets fills the secret fields of the parts in use from their
 // files and the environment, in the order documented on LoadConfig. Secret
 // files must be regular files of at most maxSecretFileBytes (see
-// openSecretFile); one that other users can read is a warning. The NATS
+// openSecretFile); one that other users can read is a warning, and one
+// that its group or other users can write is refused (checkPerm). The NATS
 // credentials and TLS files, which the NATS client reads itself, are
 // checked the same way.
 func (c *Config) resolveSecrets(getenv func(string) string, use configUse) error {
 	var errs []error
-	warnReadable := func(key, path string) {
-		c.warnings = append(c.warnings, fmt.Sprintf("%s: %s is readable by other users; make it readable by orderd only (chmod 600) or pass it as a systemd credential", key, path))
+	// checkPerm refuses a file others can write and warns about a secret
+	// that others can read; it reports whether the file may be used.
+	checkPerm := func(key, path string, perm fs.FileMode, secret bool) bool {
+		if err := c.checkWritableByOthers(key, path, perm); err != nil {
+			errs = append(errs, err)
+			return false
+		}
+		if secret && othersCanRead(perm) {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: %s is readable by other users; make it readable by orderd only (chmod 600) or pass it as a systemd credential", key, path))
+		}
+		return true
 	}
 	fromFile := func(key, path string) (Secret, bool) {
 		if path == "" {
 			return "", false
 		}
-		b, readable, err := readSecretFile(path)
+		b, perm, err := readSecretFile(path)
 		if err != nil {
 			errs = append(errs, c.errorf(key, "%v", err))
 			return "", false
 		}
-		if readable {
-			warnReadable(key, path)
+		if !checkPerm(key, path, perm, true) {
+			return "", false
 		}
 		s := strings.TrimSpace(string(b))
 		if s == "" {
@@ -618,12 +628,12 @@ func (c *Config) resolveSecrets(getenv func(string) string, use configUse) error
 		if path == "" {
 			return
 		}
-		readable, err := checkSecretFile(path)
+		perm, err := checkSecretFile(path)
 		if err != nil {
 			errs = append(errs, c.errorf(key, "%v", err))
-		} else if readable && secret {
-			warnReadable(key, path)
+			return
 		}
+		checkPerm(key, path, perm, secret)
 	}
 	if use.NATS {
 		checkFile("nats.credentials_file", c.NATS.CredentialsFile, true)
@@ -659,6 +669,18 @@ func (c *Config) errorf(key, format string, args ...any) *configError {
 	return &configError{File: c.file, Line: c.lines[key], Key: key, Problem: fmt.Sprintf(format, args...)}
 }
 
+// checkWritableByOthers refuses a key, secret or certificate file that
+// users other than its owner can change (group- or world-writable):
+// whoever can write it can swap the key orderd trusts, and a warning in a
+// log does not undo a forged webhook. The error names the file and the fix.
+func (c *Config) checkWritableByOthers(key, path string, perm fs.FileMode) error {
+	if !othersCanWrite(perm) {
+		return nil
+	}
+	return c.errorf(key, "%s can be changed by users other than its owner (mode %04o): anyone who can write it can swap the key orderd trusts; "+
+		"make it writable by its owner only (chmod go-w %s; chmod 600 %s for a secret) and check that it holds what it should", path, perm, path, path)
+}
+
 // ProviderPublicKeys loads the PEM files of provider.public_keys, at start
 // and again on a reload. An error is a *configError naming the list entry
 // (provider.public_keys[1]) and its line, so a missing or malformed key
@@ -671,9 +693,13 @@ func (c *Config) ProviderPublicKeys() ([]crypto.PublicKey, error) {
 	var errs []error
 	for i, f := range c.Provider.PublicKeys {
 		key := fmt.Sprintf("provider.public_keys[%d]", i)
-		b, _, err := readSecretFile(f)
+		b, perm, err := readSecretFile(f)
 		if err != nil {
 			errs = append(errs, c.errorf(key, "public key file: %v", err))
+			continue
+		}
+		if err := c.checkWritableByOthers(key, f, perm); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		ks, err := provider.ParsePublicKeys(b)

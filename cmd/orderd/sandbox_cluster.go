@@ -420,7 +420,8 @@ func (s *clusterSandbox) exited(ctx context.Context, in *sandboxInstance, pid in
 	go func() {
 		defer s.wg.Done()
 		s.watchTakeover(ctx, in, died)
-		s.say("instance %s starts again in %s", in.name, (sandboxRestartAfter - time.Since(died)).Round(time.Second))
+		s.say("instance %s starts again in %s (%s after it died)", in.name,
+			(sandboxRestartAfter - time.Since(died)).Round(time.Second), sandboxRestartAfter)
 		select {
 		case <-ctx.Done():
 			return
@@ -721,7 +722,8 @@ replicated mode on loopback. Ctrl-C stops it and everything it started.
 	for _, r := range rows {
 		fmt.Fprintf(&b, "  instance %s      pid %d   admin http://%s   config %s\n", r.name, pids[r.name], r.admin, r.cfg)
 	}
-	fmt.Fprintf(&b, "  directory       %s  (wiped at the next start)\n\n", s.root)
+	fmt.Fprintf(&b, "  directory       %s  (wiped at the next start)\n", s.root)
+	fmt.Fprintf(&b, "  sandbox         pid %d  (Ctrl-C, or kill %d, stops it and everything it started)\n\n", os.Getpid(), os.Getpid())
 	var follower row
 	for _, r := range rows {
 		if r.name != leader.name {
@@ -735,7 +737,7 @@ take over within two lease_ttl (%s):
   kill -9 %d
 
 This sandbox says when the lease has moved, and starts the killed instance again %s
-later (it catches up on the log it missed). Kill %d (%s) instead to see that losing a
+after it died (it catches up on the log it missed). Kill %d (%s) instead to see that losing a
 follower moves nothing.
 
 See it:

@@ -97,8 +97,14 @@ func TestSandbox_ClusterProcess(t *testing.T) {
 	default:
 		t.Fatalf("GET /v1/cluster: %s says %+v, %s says %+v; want one agreed leader", insts[0].name, a, insts[1].name, b)
 	}
-	if want := fmt.Sprintf("kill -9 %d", leader.pid); !strings.Contains(out.String(), want) {
-		t.Errorf("the banner does not say %q:\n%s", want, out)
+	for _, want := range []string{
+		fmt.Sprintf("kill -9 %d", leader.pid),
+		fmt.Sprintf("sandbox         pid %d", cmd.Process.Pid),
+		fmt.Sprintf("again %s\nafter it died", sandboxRestartAfter),
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the banner does not say %q:\n%s", want, out)
+		}
 	}
 
 	nc, err := nats.Connect(natsURL)
@@ -153,6 +159,8 @@ func TestSandbox_ClusterProcess(t *testing.T) {
 		}
 	}
 
+	// The restart is announced with the same delay as the banner's.
+	waitOut(regexp.MustCompile(fmt.Sprintf(`instance %s starts again in \d+s \(%s after it died\)`, leader.name, sandboxRestartAfter)), time.Minute)
 	// The killed instance comes back as a follower and applies the log
 	// it missed.
 	m := waitOut(regexp.MustCompile(fmt.Sprintf(`instance %s is back: pid (\d+), admin http://([^\s;]+)`, leader.name)), 2*time.Minute)

@@ -20,19 +20,27 @@ const maxSecretFileBytes = 64 << 10
 // is: a regular file (a FIFO would block start-up until someone writes to
 // it, a device can be endless, a directory is a mistake) of at most
 // maxSecretFileBytes. It opens without blocking, so a FIFO is refused at
-// once instead of waiting for a writer. worldReadable reports whether
-// other users may read it.
-func openSecretFile(path string) (f *os.File, worldReadable bool, err error) {
+// once instead of waiting for a writer. perm is its permission bits, for
+// the caller's checks (othersCanRead, othersCanWrite).
+func openSecretFile(path string) (f *os.File, perm fs.FileMode, err error) {
 	f, fi, err := openRegularFile(path)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	if fi.Size() > maxSecretFileBytes {
 		f.Close()
-		return nil, false, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+		return nil, 0, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
 	}
-	return f, fi.Mode().Perm()&0o004 != 0, nil
+	return f, fi.Mode().Perm(), nil
 }
+
+// othersCanRead reports whether perm lets every user read the file.
+func othersCanRead(perm fs.FileMode) bool { return perm&0o004 != 0 }
+
+// othersCanWrite reports whether perm lets users other than the owner
+// (its group or everyone) change the file: whoever can write a key file
+// can swap the key orderd trusts.
+func othersCanWrite(perm fs.FileMode) bool { return perm&0o022 != 0 }
 
 // openRegularFile opens path for reading and refuses anything but a
 // regular file. It opens without blocking, so a FIFO is refused at once
@@ -57,28 +65,28 @@ func openRegularFile(path string) (*os.File, fs.FileInfo, error) {
 
 // readSecretFile reads a secret or key file checked by openSecretFile,
 // refusing one that grows past the limit while it is read.
-func readSecretFile(path string) (b []byte, worldReadable bool, err error) {
-	f, worldReadable, err := openSecretFile(path)
+func readSecretFile(path string) (b []byte, perm fs.FileMode, err error) {
+	f, perm, err := openSecretFile(path)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	b, err = io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	if len(b) > maxSecretFileBytes {
-		return nil, false, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+		return nil, 0, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
 	}
-	return b, worldReadable, nil
+	return b, perm, nil
 }
 
 // checkSecretFile checks a file that another library reads (NATS
 // credentials, TLS files) the way readSecretFile would, without reading it.
-func checkSecretFile(path string) (worldReadable bool, err error) {
-	f, worldReadable, err := openSecretFile(path)
+func checkSecretFile(path string) (perm fs.FileMode, err error) {
+	f, perm, err := openSecretFile(path)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return worldReadable, f.Close()
+	return perm, f.Close()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,6 +120,39 @@ func TestLoadConfig_SecretFiles(t *testing.T) {
 			if warn != strings.Contains(got, "admin.token_file: "+token+" is readable by other users") {
 				t.Errorf("mode %o: warnings %q", mode, got)
 			}
+		}
+	})
+
+	t.Run("writable by others is refused", func(t *testing.T) {
+		for _, mode := range []os.FileMode{0o620, 0o602, 0o666} {
+			if err := os.Chmod(token, mode); err != nil {
+				t.Fatal(err)
+			}
+			path := writeFile(t, t.TempDir(), "config.yaml", conf("admin:\n  token_file: "+token+"\n"))
+			_, err := loadWithin(t, path)
+			want := "admin.token_file: " + token + " can be changed by users other than its owner"
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chmod go-w "+token) {
+				t.Errorf("mode %o: LoadConfig = %v, want an error saying %q and the chmod that mends it", mode, err, want)
+			}
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Errorf("mode %o: %T is not a configuration error (exit 2)", mode, err)
+			}
+		}
+		if err := os.Chmod(token, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pem := writeFile(t, t.TempDir(), "provider.pem", "not read")
+		if err := os.Chmod(pem, 0o664); err != nil {
+			t.Fatal(err)
+		}
+		path := writeFile(t, t.TempDir(), "config.yaml", strings.Replace(conf(""), "[k.pem]", "["+pem+"]", 1))
+		cfg, err := loadWithin(t, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cfg.ProviderPublicKeys(); err == nil || !strings.Contains(err.Error(), "provider.public_keys[0]: "+pem+" can be changed by users other than its owner") {
+			t.Errorf("ProviderPublicKeys of a group-writable key = %v", err)
 		}
 	})
 }
