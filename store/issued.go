@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,8 +26,14 @@ type IssuedDigest struct {
 // IssuedDigest returns the first digest issued for the period [from, to)
 // under version, as the report's snapshot holds it; ok is false when none
 // was.
+// A database of an older schema read as it is (a read-only open does
+// not migrate) has no record.
 func (r *ReportTx) IssuedDigest(ctx context.Context, from, to time.Time, version string) (d IssuedDigest, ok bool, err error) {
-	return issuedDigest(r.tx.QueryRowContext(ctx, issuedDigestQuery, from.UnixMilli(), to.UnixMilli(), version))
+	d, ok, err = issuedDigest(r.tx.QueryRowContext(ctx, issuedDigestQuery, from.UnixMilli(), to.UnixMilli(), version))
+	if err != nil && strings.Contains(err.Error(), "no such table: issued_digests") {
+		return IssuedDigest{}, false, nil
+	}
+	return d, ok, err
 }
 
 const issuedDigestQuery = `SELECT period_from, period_to, version, digest, issued_at, lines, buckets
