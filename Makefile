@@ -33,7 +33,7 @@ UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
-	node-deps asyncapi-check report-schema-check consumers-check sandbox-soak chaos-net
+	node-deps asyncapi-check report-schema-check spectral-check consumers-check sandbox-soak chaos-net upgrade-test
 
 ## test: install missing Debian packages (as root with apt), check formatting,
 ## go vet, go test -race, verify the systemd unit against a built binary,
@@ -81,10 +81,24 @@ report-schema-check: node-deps
 	cd api/report-schema-check && npm ci --no-audit --no-fund --ignore-scripts && \
 		node check.mjs ../report.schema.json $(addprefix ../../,$(wildcard reconcile/testdata/*.json))
 
+## spectral-check: api/openapi.json and api/asyncapi.yaml linted by Spectral
+## with its OpenAPI and AsyncAPI rulesets (.spectral.yaml, which justifies
+## each rule turned off), failing on any finding down to hints
+## (@stoplight/spectral-cli, pinned by api/spectral-check/package-lock.json;
+## install scripts are not run).
+spectral-check: node-deps
+	cd api/spectral-check && SCARF_ANALYTICS=false npm ci --no-audit --no-fund --ignore-scripts && \
+		SCARF_ANALYTICS=false npx --no-install spectral lint --ruleset ../../.spectral.yaml --fail-severity hint ../openapi.json ../asyncapi.yaml
+
 ## consumers-check: the example consumers (examples/consumers/go and
 ## examples/consumers/node, npm ci from its lockfile) against "orderd
 ## sandbox", each crashed once midway and started again: every event handled
-## exactly once, in order per order (test/consumers; about 20s).
+## exactly once, in order per order, each validated against its dataschema,
+## and one that breaks its schema refused. Then the generated-client example
+## (examples/client/node): its client generated from the current
+## api/openapi.json and type-checked, a payin created through the gateway,
+## its event awaited on NATS, the order read back (test/consumers; about
+## three minutes, most of it npm ci).
 consumers-check: node-deps
 	$(GO) vet -tags consumers ./test/consumers/
 	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
@@ -140,6 +154,21 @@ chaos-net:
 	@.ci/install-deps iproute2:ip iptables:iptables
 	@GO=$(GO) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) \
 		CHAOS_FAULTS=$(CHAOS_FAULTS) test/chaos/chaos-net.sh
+
+## upgrade-test: the rolling upgrade (test/chaos, as root): two instances
+## of the previous release under webhooks and gateway creations, upgraded
+## one at a time to this tree, the upgraded lease holder killed while the
+## other runs the previous release; the follower first, then the lease
+## holder first. The previous release is built from this repository's
+## history (UPGRADE_FROM=<commit>, default the last release before log
+## version 3), or taken as a binary: UPGRADE_FROM_ORDERD=FILE.
+UPGRADE_FROM        ?=
+UPGRADE_FROM_ORDERD ?=
+upgrade-test:
+	@.ci/install-deps iproute2:ip iptables:iptables
+	@$(GO) vet -tags chaos ./test/chaos/
+	@UPGRADE_FROM=$(UPGRADE_FROM) UPGRADE_FROM_ORDERD=$(UPGRADE_FROM_ORDERD) \
+		$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestRollingUpgrade$$' ./test/chaos/
 
 ## load: build orderd and orderd-load, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the

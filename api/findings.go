@@ -71,6 +71,12 @@ func (s *server) handleFindingAction(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = decodeStrict(body, &b)
 	}
+	// A field of the wrong JSON type is a bad request naming it, like
+	// every other fault of this body, not the gateway's 422.
+	var wrongType fieldErrors
+	if errors.As(err, &wrongType) && len(wrongType) > 0 {
+		err = &badRequestError{field: wrongType[0].Field, msg: wrongType[0].Field + " " + wrongType[0].Message}
+	}
 	if err != nil {
 		fail(err)
 		return

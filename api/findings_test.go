@@ -45,6 +45,11 @@ func TestAPI_findingAction(t *testing.T) {
 		{"unknown action", `{"action":"close","by":"ana"}`, 400, "action", ""},
 		{"no by", `{"action":"acknowledge"}`, 400, "by", ""},
 		{"unknown field", `{"action":"acknowledge","by":"ana","reason":"x"}`, 400, "reason", ""},
+		// A value of the wrong JSON type is a bad request naming the
+		// field, as docs/http-api.md says, not the gateway's 422.
+		{"action a number", `{"action":1,"by":"ana"}`, 400, "action", ""},
+		{"by an object", `{"action":"acknowledge","by":{"name":"ana"}}`, 400, "by", ""},
+		{"note a boolean", `{"action":"acknowledge","by":"ana","note":true}`, 400, "note", ""},
 		{"resolution without resolve", `{"action":"acknowledge","by":"ana","resolution":"fixed"}`, 400, "resolution", ""},
 		{"reopen an open finding", `{"action":"reopen","by":"ana"}`, 409, "", ""},
 		{"acknowledge", `{"action":"acknowledge","by":"ana","note":"looking at it"}`, 200, "", "acknowledged"},
@@ -67,6 +72,9 @@ func TestAPI_findingAction(t *testing.T) {
 		case 400:
 			if m["field"] != st.field {
 				t.Errorf("%s: field %v, want %q (%s)", st.name, m["field"], st.field, r.body)
+			}
+			if msg, _ := m["error"].(string); !strings.Contains(msg, st.field) {
+				t.Errorf("%s: error %q does not name %s", st.name, msg, st.field)
 			}
 		case 200:
 			if m["status"] != st.wantStatus {

@@ -182,7 +182,9 @@ func (e *env) do(method, path, body string, header ...string) response {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	r := response{status: resp.StatusCode, header: resp.Header, body: b}
+	checkContract(e.t, method, path, r)
+	return r
 }
 
 func (e *env) post(path, body string, header ...string) response {

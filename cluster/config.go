@@ -32,6 +32,9 @@ const (
 type Config struct {
 	// Node is this instance's unique name.
 	Node string
+	// Release is the orderd release this instance runs, as other
+	// instances see it (GET /v1/cluster, the log version's record).
+	Release string
 	// LogStream names the log's stream; the lease bucket and the snapshot
 	// store are named after it (ORDERD_LOG: ORDERD_LEASE, ORDERD_SNAPSHOTS).
 	LogStream string
@@ -56,6 +59,9 @@ type Config struct {
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 
+	// firstSnapshotAfter is how soon a new leader writes a snapshot when
+	// the newest is due (10 s); tests that take their own set it longer.
+	firstSnapshotAfter time.Duration
 	// checkEvery is how often an instance compares the log with what it
 	// applied (and reports, and compares digests); tests change it.
 	checkEvery time.Duration
@@ -82,6 +88,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LogMaxAge == 0 {
 		c.LogMaxAge = DefaultLogMaxAge
+	}
+	if c.firstSnapshotAfter == 0 {
+		c.firstSnapshotAfter = 10 * time.Second
 	}
 	if c.checkEvery == 0 {
 		c.checkEvery = 5 * time.Second

@@ -60,6 +60,10 @@ type Member struct {
 	Error string `json:"error,omitempty"`
 	// SeenAt is when it last reported.
 	SeenAt time.Time `json:"seenAt"`
+	// Release is the orderd release it runs and Reads the log versions
+	// it reads (nil from a release before log versions).
+	Release string    `json:"release,omitempty"`
+	Reads   *Versions `json:"reads,omitempty"`
 }
 
 // digests is a node's side of the comparison.
@@ -171,7 +175,8 @@ func (n *Node) report(ctx context.Context) {
 	if n.dkv == nil {
 		return
 	}
-	m := Member{Node: n.cfg.Node, AppliedSeq: n.AppliedSeq(), SeenAt: time.Now().UTC()}
+	reads := ownVersions
+	m := Member{Node: n.cfg.Node, AppliedSeq: n.AppliedSeq(), SeenAt: time.Now().UTC(), Release: n.release(), Reads: &reads}
 	if err := n.Fatal(); err != nil {
 		m.Error = err.Error()
 	}

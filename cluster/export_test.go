@@ -51,3 +51,13 @@ func (n *Node) CheckLog(ctx context.Context) { n.tick(ctx) }
 
 // VersionAtLeast is versionAtLeast.
 var VersionAtLeast = versionAtLeast
+
+// VersionHint is versionHint.
+func (n *Node) VersionHint(ctx context.Context, err error) string { return n.versionHint(ctx, err) }
+
+// WithoutOwnSnapshots returns c with a leader that writes no snapshot of
+// its own within the test's time (only the ones the test takes).
+func WithoutOwnSnapshots(c Config) Config {
+	c.firstSnapshotAfter = time.Hour
+	return c
+}

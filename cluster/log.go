@@ -139,7 +139,7 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	for _, c := range group {
 		ops = append(ops, c.ops...)
 	}
-	b, err := store.EncodeOps(ops)
+	b, err := store.EncodeOpsAt(ops, n.writeVersion())
 	if err != nil {
 		(&entry{calls: group}).finish(nil, err)
 		return
@@ -270,6 +270,9 @@ func (n *Node) follow(ctx context.Context) error {
 	cons, err := n.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   n.applied.Load() + 1,
+		// Says which log versions this instance reads, so that the lease
+		// holder raises the version only when it does.
+		Metadata: n.consumerMetadata(),
 	})
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", n.cfg.LogStream, err)
@@ -420,7 +423,7 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 			// A stale instance's entry: every instance of this log
 			// applies it as an entry without ops, so they stay alike.
 		} else if ops, err = store.DecodeOps(msg.data); err != nil {
-			return fmt.Errorf("%w: entry %d: %w", errFatal, seq, err)
+			return fmt.Errorf("%w: entry %d: %w%s", errFatal, seq, err, n.versionHint(ctx, err))
 		}
 		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops, Hash: hash})
 		ids = append(ids, msg.id)

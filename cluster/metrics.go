@@ -22,6 +22,9 @@ type metrics struct {
 	// store, against orderd_snapshot_seq's database: the cost of
 	// snapshots as the database grows.
 	snapshotUploaded prometheus.Counter
+	// logVersion is the log version in force (the form every instance
+	// writes).
+	logVersion prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,10 +56,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Last log sequence at which every instance's state digest matched."}),
 		snapshotUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderd_snapshot_uploaded_bytes_total",
 			Help: "Bytes this instance's snapshots wrote to the snapshot store (changed chunks and manifests)."}),
+		logVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderd_log_version",
+			Help: "Log version in force: the form of entry every instance writes, raised once every instance that follows the log reads a newer one."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.applied, m.lag, m.snapshotSeq, m.appendSeconds, m.appendErrors, m.applyErrors, m.snapshotErrors,
-			m.foreignEntries, m.snapshotUploaded, m.verifyFailures, m.digestMismatch, m.agreedSeq)
+			m.foreignEntries, m.snapshotUploaded, m.verifyFailures, m.digestMismatch, m.agreedSeq, m.logVersion)
 	}
 	return m
 }

@@ -57,6 +57,9 @@ type Node struct {
 	head  atomic.Pointer[head]
 	ring  *hashRing
 	fatal atomic.Pointer[error]
+	// logVersion is the log version in force as last read from the
+	// log stream (logversion.go).
+	logVersion atomic.Int32
 
 	lease lease
 
@@ -110,7 +113,9 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err := checkServerVersion(nc); err != nil {
 		return nil, err
 	}
-	if err := n.provision(ctx, map[string]string{logIDKey: newLogID()}); err != nil {
+	md := n.newLogMetadata()
+	md[logIDKey] = newLogID()
+	if err := n.provision(ctx, md); err != nil {
 		return nil, err
 	}
 	if err := n.checkSettings(ctx); err != nil {
@@ -131,6 +136,7 @@ func New(ctx context.Context, nc *nats.Conn, st *store.Store, cfg Config) (*Node
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log stream %s: %w", cfg.LogStream, err)
 	}
+	n.noteLogVersion(info)
 	follow, err := n.checkIdentity(ctx, info, seq)
 	if err != nil {
 		return nil, err
@@ -429,6 +435,7 @@ func (n *Node) tick(ctx context.Context) {
 	n.checkLog(ctx)
 	n.report(ctx)
 	n.compareDigests(ctx)
+	n.maybeRaise(ctx)
 }
 
 // checkLog compares the log with this instance once: its id, that it
@@ -441,6 +448,7 @@ func (n *Node) checkLog(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	n.noteLogVersion(info)
 	if id := streamLogID(info.Config); id != n.logID && id != "" {
 		// The log was replaced under this instance (lost and seeded
 		// anew): nothing more of it may be applied here.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -198,7 +199,7 @@ func finishSeed(ctx context.Context, n *Node, id string, base baseInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := updateMetadata(ctx, n.js, info.Config, map[string]string{logIDKey: id, baseKey: string(b)}, seedKey); err != nil {
+	if err := updateMetadata(ctx, n.js, info.Config, map[string]string{logIDKey: id, baseKey: string(b), logVersionKey: strconv.Itoa(store.NewestLogVersion), logVersionReleaseKey: n.release()}, seedKey); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil

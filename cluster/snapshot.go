@@ -640,9 +640,9 @@ func collectGarbage(ctx context.Context, obj jetstream.ObjectStore, keep map[str
 func (n *Node) snapshotLoop(ctx context.Context) {
 	next := n.cfg.SnapshotEvery
 	if si, ok, err := n.LatestSnapshot(ctx); err == nil && ok {
-		next = max(time.Until(si.TakenAt.Add(n.cfg.SnapshotEvery)), 10*time.Second)
+		next = max(time.Until(si.TakenAt.Add(n.cfg.SnapshotEvery)), n.cfg.firstSnapshotAfter)
 	} else if err == nil {
-		next = 10 * time.Second
+		next = n.cfg.firstSnapshotAfter
 	}
 	t := time.NewTimer(next)
 	defer t.Stop()

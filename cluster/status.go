@@ -38,6 +38,10 @@ type Status struct {
 	// Members are the instances that reported to the digests bucket,
 	// with their applied sequences.
 	Members []Member `json:"members"`
+	// LogVersion is the log version in force, the instances that read
+	// the log and what they read, and what keeps the version from
+	// rising.
+	LogVersion LogVersionStatus `json:"logVersion"`
 	// Error says why this instance cannot follow the log, if it cannot.
 	Error string `json:"error,omitempty"`
 }
@@ -69,6 +73,16 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.Snapshot = &si
 	} else if err != nil {
 		errs = append(errs, "snapshots: "+err.Error())
+	}
+	info, ierr := n.streamInfo(ctx)
+	if ierr != nil {
+		info = nil
+	}
+	if lv, err := n.logVersionStatus(ctx, info); err == nil {
+		st.LogVersion = lv
+	} else {
+		st.LogVersion = lv
+		errs = append(errs, "log readers: "+err.Error())
 	}
 	if ms, err := n.Members(ctx); err == nil && ms != nil {
 		st.Members = ms

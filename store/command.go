@@ -53,6 +53,17 @@ func RegisterCommand(kind string, newCmd func() Command) {
 	registry[kind] = newCmd
 }
 
+// NewCommand returns an empty command of kind, as decoding makes it.
+func NewCommand(kind string) (Command, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	f, ok := registry[kind]
+	if !ok {
+		return nil, false
+	}
+	return f(), true
+}
+
 // CommandKinds returns the registered command kinds, sorted.
 func CommandKinds() []string {
 	registryMu.RLock()
@@ -162,14 +173,60 @@ func ExecAs[T any](ctx context.Context, s Executor, cmd Command) (T, error) {
 	return t, nil
 }
 
-// Versions of the log entry's framing, its first byte. Version 2 carries
-// every command as JSON; version 3, written now, says per op how its
-// command is coded: as JSON, or in the command's own binary form.
-// Both decode, so an entry keeps the meaning it was written with.
+// Versions of the log entry, its first byte. Version 2 carries every
+// command as JSON; version 3 says per op how its command is coded: as
+// JSON, or in the command's own binary form. Version 4 is framed as 3 and
+// may carry the command kinds that came with it (VersionedCommand). All
+// decode, so an entry keeps the meaning it was written with.
 const (
 	logVersionJSON   = 2
 	logVersionCodecs = 3
+	logVersionKinds4 = 4
 )
+
+// VersionedCommand is a command whose kind came with a later log version
+// than the oldest: it may be written only at LogVersion or later. At an
+// earlier version the entry carries Before instead, the same write under
+// the older kind and its rules, which every release that reads that
+// version applies alike.
+type VersionedCommand interface {
+	Command
+	// LogVersion is the first log version that may carry this kind.
+	LogVersion() int
+	// Before is the command as a log version before LogVersion carries
+	// it.
+	Before() Command
+}
+
+// AtLogVersion is cmd as an entry of log version v carries it.
+func AtLogVersion(cmd Command, v int) Command {
+	for {
+		vc, ok := cmd.(VersionedCommand)
+		if !ok || vc.LogVersion() <= v {
+			return cmd
+		}
+		cmd = vc.Before()
+	}
+}
+
+// The log versions this orderd reads, and so may write: an entry of any
+// version in [OldestLogVersion, NewestLogVersion] decodes. Which one an
+// instance writes is the cluster's to say (cluster: the version in force,
+// raised only once every instance that follows the log reads it).
+const (
+	OldestLogVersion = logVersionJSON
+	NewestLogVersion = logVersionKinds4
+)
+
+// LogVersionError is an entry of a version this orderd does not read.
+type LogVersionError struct {
+	Version byte
+}
+
+func (e *LogVersionError) Error() string {
+	return fmt.Sprintf("log entry: version %d, which this orderd does not read (it reads %d to %d): a newer orderd wrote it",
+		e.Version, OldestLogVersion, NewestLogVersion)
+}
 
 // Codecs of an op's command in a version 3 entry.
 const (
@@ -192,22 +249,36 @@ type binaryCommand interface {
 // its time (Unix nanoseconds, varint), its kind (length-prefixed), its
 // command's codec (one byte) and the command so coded (length-prefixed).
 func EncodeOps(ops []Op) ([]byte, error) {
+	return EncodeOpsAt(ops, NewestLogVersion)
+}
+
+// EncodeOpsAt encodes ops as one log entry of version: version 2 codes
+// every command as JSON (and has no codec byte), versions 3 and 4 as
+// EncodeOps says; a command whose kind came with a later version is
+// written as that version carries it (AtLogVersion). All apply alike.
+func EncodeOpsAt(ops []Op, version int) ([]byte, error) {
+	if version < OldestLogVersion || version > NewestLogVersion {
+		return nil, fmt.Errorf("encode: log version %d: this orderd writes %d to %d", version, OldestLogVersion, NewestLogVersion)
+	}
 	b := make([]byte, 1, 1600*len(ops))
-	b[0] = logVersionCodecs
+	b[0] = byte(version)
 	var scratch []byte
 	for _, op := range ops {
+		op.Cmd = AtLogVersion(op.Cmd, version)
 		kind := op.Cmd.Kind()
 		b = binary.AppendVarint(b, op.At.UnixNano())
 		b = binary.AppendUvarint(b, uint64(len(kind)))
 		b = append(b, kind...)
 		var cmd []byte
 		var err error
-		if bc, ok := op.Cmd.(binaryCommand); ok {
+		if bc, ok := op.Cmd.(binaryCommand); ok && version >= logVersionCodecs {
 			b = append(b, codecBinary)
 			scratch, err = bc.appendBinary(scratch[:0])
 			cmd = scratch
 		} else {
-			b = append(b, codecJSON)
+			if version >= logVersionCodecs {
+				b = append(b, codecJSON)
+			}
 			cmd, err = json.Marshal(op.Cmd)
 		}
 		if err != nil {
@@ -223,8 +294,11 @@ func EncodeOps(ops []Op) ([]byte, error) {
 // codec or command kind is an error: an instance must not skip what it
 // cannot apply.
 func DecodeOps(b []byte) ([]Op, error) {
-	if len(b) == 0 || (b[0] != logVersionJSON && b[0] != logVersionCodecs) {
-		return nil, fmt.Errorf("log entry: unknown version %v", b[:min(1, len(b))])
+	if len(b) == 0 {
+		return nil, errors.New("log entry: empty")
+	}
+	if b[0] < OldestLogVersion || b[0] > NewestLogVersion {
+		return nil, &LogVersionError{Version: b[0]}
 	}
 	version := b[0]
 	b = b[1:]
@@ -251,7 +325,7 @@ func DecodeOps(b []byte) ([]Op, error) {
 			return nil, err
 		}
 		codec := byte(codecJSON)
-		if version == logVersionCodecs {
+		if version >= logVersionCodecs {
 			if len(b) == 0 {
 				return nil, errors.New("log entry: truncated")
 			}

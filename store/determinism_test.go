@@ -400,6 +400,17 @@ func TestDecodeOps_refusesUnknown(t *testing.T) {
 			t.Errorf("DecodeOps(%q) accepted", b)
 		}
 	}
+	// A version from a newer orderd names itself, so the instance's
+	// refusal can say which release it needs.
+	var ve *store.LogVersionError
+	if _, err := store.DecodeOps([]byte{9, 0}); !errors.As(err, &ve) || ve.Version != 9 {
+		t.Errorf("DecodeOps of version 9: %v, want a LogVersionError of version 9", err)
+	}
+	for _, v := range []int{1, store.NewestLogVersion + 1} {
+		if _, err := store.EncodeOpsAt([]store.Op{{At: time.Now(), Cmd: store.NoopCmd{}}}, v); err == nil {
+			t.Errorf("EncodeOpsAt version %d accepted", v)
+		}
+	}
 }
 
 // TestBackup_CheckBackup: a backup is a consistent database holding the
@@ -512,12 +523,21 @@ func TestDecodeOps_versionTwoEntries(t *testing.T) {
 	old := make([][]byte, len(log.entries))
 	binaryOps := 0
 	for i, b := range log.entries {
-		if b[0] != 3 {
-			t.Fatalf("entry %d written with version %d, want 3", i+1, b[0])
+		if b[0] != store.NewestLogVersion {
+			t.Fatalf("entry %d written with version %d, want %d", i+1, b[0], store.NewestLogVersion)
 		}
 		binaryOps += bytes.Count(b, []byte("observe.2\x01"))
 		if old[i], err = versionTwo(b); err != nil {
 			t.Fatalf("entry %d: %v", i+1, err)
+		}
+		// What an instance writes while the cluster's log version is
+		// 2 is that framing, byte for byte.
+		ops, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at2, err := store.EncodeOpsAt(ops, 2); err != nil || !bytes.Equal(at2, old[i]) {
+			t.Fatalf("entry %d: EncodeOpsAt(2) = %.40q, %v; want the version 2 framing %.40q", i+1, at2, err, old[i])
 		}
 	}
 	if binaryOps == 0 {
@@ -549,4 +569,49 @@ func versionTwo(entry []byte) ([]byte, error) {
 		b = append(b, cmd...)
 	}
 	return b, nil
+}
+
+// laterCmd is a command whose kind came with log version 4; at earlier
+// versions it is written as a finding under the older kind.
+type laterCmd struct{ Key string }
+
+func (*laterCmd) Kind() string { return "test.later" }
+func (c *laterCmd) Apply(tx *store.Tx) (any, error) {
+	return (&store.OpenFindingCmd{FindingKind: "test", Key: c.Key, Detail: []byte(`{"later":true}`)}).Apply(tx)
+}
+func (*laterCmd) LogVersion() int { return 4 }
+func (c *laterCmd) Before() store.Command {
+	return &store.OpenFindingCmd{FindingKind: "test", Key: c.Key, Detail: []byte(`{"later":false}`)}
+}
+
+func init() { store.RegisterCommand("test.later", func() store.Command { return &laterCmd{} }) }
+
+// TestEncodeOpsAt_olderKinds: a command whose kind a later log version
+// brought is written, at an earlier version, as the command it was before
+// (an older kind that every release reading that version applies).
+func TestEncodeOpsAt_olderKinds(t *testing.T) {
+	ops := []store.Op{{At: time.Now(), Cmd: &laterCmd{Key: "k"}}, {At: time.Now(), Cmd: store.NoopCmd{}}}
+	for v := store.OldestLogVersion; v <= store.NewestLogVersion; v++ {
+		b, err := store.EncodeOpsAt(ops, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != byte(v) {
+			t.Fatalf("version %d: entry starts with %d", v, b[0])
+		}
+		got, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "test.later"
+		if v < 4 {
+			want = "finding.open"
+		}
+		if got[0].Cmd.Kind() != want || got[1].Cmd.Kind() != "noop" {
+			t.Fatalf("version %d carries %s, %s; want %s, noop", v, got[0].Cmd.Kind(), got[1].Cmd.Kind(), want)
+		}
+	}
+	if _, ok := ops[0].Cmd.(*laterCmd); !ok {
+		t.Fatal("EncodeOpsAt changed the caller's op")
+	}
 }

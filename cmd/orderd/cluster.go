@@ -23,6 +23,7 @@ func (d *daemon) clusterConfig() cluster.Config {
 	c := d.cfg.Cluster
 	return cluster.Config{
 		Node:             c.NodeName(),
+		Release:          releaseName(),
 		LogStream:        c.LogStream,
 		Replicas:         c.Replicas,
 		LeaseTTL:         c.LeaseTTL,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +40,11 @@ func sandboxCommand() command {
 		Help: "Starts the built-in fake provider, orderd with an embedded NATS server and a database in\n" +
 			"./" + sandboxDir + "/, and demo traffic: orders created through the gateway, completed,\n" +
 			"rejected, repeated, delivered late and out of order, one left in doubt, one the webhooks miss.\n" +
-			"Uses the default ports where free, else free ones, and prints where everything listens.\n" +
+			"By default it takes ports 8080 (webhooks), 8081 (admin API), 4222 (NATS) and 8090 (fake\n" +
+			"provider), each replaced by a free port when taken, and prints where everything listens.\n" +
+			"-listen-base N takes N, N+1, N+2 and N+3 instead; -webhooks, -admin, -nats and -provider\n" +
+			"name one address each (port 0: any free one). A port chosen by a flag is used or the start\n" +
+			"fails: it is never silently replaced. These flags are for the single-node sandbox.\n" +
 			"The fake provider keeps its books in " + sandboxStateFile + " beside the database, so a restart\n" +
 			"carries on with the same orders, stream and balances; remove the directory to start afresh.\n" +
 			"With -cluster: replicated mode instead, a three-node NATS cluster and two orderd instances\n" +
@@ -48,6 +54,12 @@ func sandboxCommand() command {
 			demo := fs.Bool("demo", true, "generate demo traffic")
 			every := fs.Duration("every", 2*time.Second, "pause between demo orders")
 			replicated := fs.Bool("cluster", false, "replicated mode: 3 NATS nodes and 2 orderd instances, in cluster/ under -dir (wiped at each start)")
+			base := fs.Int("listen-base", 0, "take ports `N` (webhooks), N+1 (admin API), N+2 (NATS) and N+3 (fake provider) on 127.0.0.1")
+			var ports sandboxPorts
+			fs.StringVar(&ports.receiver, "webhooks", "", "`ADDR` of the webhook listener (default 127.0.0.1:8080, or a free port when taken)")
+			fs.StringVar(&ports.admin, "admin", "", "`ADDR` of the admin API (default 127.0.0.1:8081, or a free port when taken)")
+			fs.StringVar(&ports.nats, "nats", "", "`ADDR` of the embedded NATS server (default 127.0.0.1:4222, or a free port when taken)")
+			fs.StringVar(&ports.provider, "provider", "", "`ADDR` of the fake provider (default 127.0.0.1:8090, or a free port when taken)")
 			return func(ctx context.Context, e *env) error {
 				if err := noArgs(e); err != nil {
 					return err
@@ -55,10 +67,17 @@ func sandboxCommand() command {
 				if *every <= 0 {
 					return e.usagef("-every must be positive")
 				}
+				chosen, err := ports.resolve(*base)
+				if err != nil {
+					return e.usagef("%v", err)
+				}
 				if *replicated {
+					if chosen != (sandboxPorts{}) {
+						return e.usagef("-listen-base, -webhooks, -admin, -nats and -provider apply to the single-node sandbox, not to -cluster")
+					}
 					return runSandboxCluster(ctx, e, *dir, *demo, *every)
 				}
-				return runSandbox(ctx, e, sandboxOptions{dir: *dir, demo: *demo, every: *every})
+				return runSandbox(ctx, e, sandboxOptions{dir: *dir, demo: *demo, every: *every, ports: chosen})
 			}
 		},
 	}
@@ -73,6 +92,44 @@ const (
 	sandboxProvider = "127.0.0.1:8090"
 	anyLoopbackPort = "127.0.0.1:0"
 )
+
+// sandboxPorts are the addresses chosen by the sandbox's flags; an empty
+// one means the preferred address above, or any free port when it is
+// taken.
+type sandboxPorts struct {
+	receiver, admin, nats, provider string
+}
+
+// resolve checks the addresses given and fills in those -listen-base
+// implies (base 0: none). An address named by its own flag wins over the
+// base.
+func (p sandboxPorts) resolve(base int) (sandboxPorts, error) {
+	if base != 0 {
+		if base < 1 || base > 65535-3 {
+			return p, fmt.Errorf("-listen-base %d: want a port from 1 to 65532 (it takes that port and the three after it)", base)
+		}
+		for i, a := range []*string{&p.receiver, &p.admin, &p.nats, &p.provider} {
+			if *a == "" {
+				*a = net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i))
+			}
+		}
+	}
+	for _, f := range []struct{ flag, addr string }{
+		{"-webhooks", p.receiver}, {"-admin", p.admin}, {"-nats", p.nats}, {"-provider", p.provider},
+	} {
+		if f.addr == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(f.addr)
+		if err != nil {
+			return p, fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:9080", f.flag, f.addr)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return p, fmt.Errorf("%s %q: the port is not a number from 0 to 65535", f.flag, f.addr)
+		}
+	}
+	return p, nil
+}
 
 // sandboxStateFile is where the fake provider keeps its books, beside the
 // database, so that a restarted sandbox finds the provider as it left it.
@@ -91,6 +148,8 @@ type sandboxOptions struct {
 	// steps, when positive, ends the demo traffic after that many steps;
 	// the sandbox runs on, so the reconciler finishes what the demo left.
 	steps int
+	// ports holds the addresses chosen by flags; each must be bound.
+	ports sandboxPorts
 }
 
 func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
@@ -114,26 +173,26 @@ func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
 	orphanDB := dbErr == nil && errors.Is(stateErr, fs.ErrNotExist)
 
 	opts := sandboxProviderOptions()
-	opts.Listen = sandboxProvider
+	opts.Listen = cmp.Or(o.ports.provider, sandboxProvider)
 	opts.StateFile = stateFile
 	fake, err := providertest.Start(opts)
-	if err != nil && isAddrInUse(err) {
+	if err != nil && isAddrInUse(err) && o.ports.provider == "" {
 		opts.Listen = anyLoopbackPort
 		fake, err = providertest.Start(opts)
 	}
 	if err != nil {
-		return fmt.Errorf("fake provider: %w", err)
+		return fmt.Errorf("fake provider on %s: %w", opts.Listen, err)
 	}
 	defer fake.Close()
 
 	// The listeners are bound here and handed to the daemon, so the
 	// addresses written into the config are the ones it serves on.
-	recvLn, err := listenPreferred(sandboxReceiver)
+	recvLn, err := listenSandbox("webhooks", o.ports.receiver, sandboxReceiver)
 	if err != nil {
 		return err
 	}
 	defer recvLn.Close()
-	adminLn, err := listenPreferred(sandboxAdmin)
+	adminLn, err := listenSandbox("admin API", o.ports.admin, sandboxAdmin)
 	if err != nil {
 		return err
 	}
@@ -146,7 +205,7 @@ func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
 
 	// The embedded NATS server binds its port itself: when the preferred
 	// one is taken, start again on any free port.
-	natsListen := sandboxNATS
+	natsListen := cmp.Or(o.ports.nats, sandboxNATS)
 	for {
 		cfgPath, err := writeSandboxConfig(abs, fake, recvAddr, adminAddr, natsListen, publicURL, reconcileYAML)
 		if err != nil {
@@ -196,12 +255,25 @@ func runSandbox(ctx context.Context, e *env, o sandboxOptions) error {
 			<-ctx.Done()
 			return nil
 		})
-		if natsListen != anyLoopbackPort && isAddrInUse(err) && strings.Contains(err.Error(), "nats.embedded") {
+		if o.ports.nats == "" && natsListen != anyLoopbackPort && isAddrInUse(err) && strings.Contains(err.Error(), "nats.embedded") {
 			natsListen = anyLoopbackPort
 			continue
 		}
 		return err
 	}
+}
+
+// listenSandbox binds the address a flag chose, or else the preferred one
+// (any free port when that is taken).
+func listenSandbox(what, chosen, preferred string) (net.Listener, error) {
+	if chosen == "" {
+		return listenPreferred(preferred)
+	}
+	ln, err := net.Listen("tcp", chosen)
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s: %w", what, chosen, err)
+	}
+	return ln, nil
 }
 
 // listenPreferred binds want, or any free loopback port when want is taken.

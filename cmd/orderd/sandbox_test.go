@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +256,99 @@ func TestSandbox_demoFinishesInDoubtCreations(t *testing.T) {
 		// Settled by the doubt job or learned from the webhook, it is an
 		// order orderd knows, and its payer's payment completes it.
 		s.waitStatusWithin(t, id, "completed", 45*time.Second)
+	}
+}
+
+// freeBase finds a port N such that N to N+3 are free on 127.0.0.1 now.
+func freeBase(t *testing.T) int {
+	t.Helper()
+	for base := 20000 + os.Getpid()%20000; base < 60000; base += 7 {
+		var lns []net.Listener
+		for i := range 4 {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if len(lns) == 4 {
+			return base
+		}
+	}
+	t.Fatal("no four consecutive free ports on 127.0.0.1")
+	return 0
+}
+
+func TestSandbox_ListenBase(t *testing.T) {
+	base := freeBase(t)
+	s := startSandboxWith(t, t.TempDir(), "-demo=false", "-listen-base", strconv.Itoa(base))
+	for _, want := range []string{
+		fmt.Sprintf("webhooks        http://127.0.0.1:%d/webhooks/orders", base),
+		fmt.Sprintf("admin API       http://127.0.0.1:%d ", base+1),
+		fmt.Sprintf("NATS            nats://127.0.0.1:%d ", base+2),
+		fmt.Sprintf("fake provider   http://127.0.0.1:%d ", base+3),
+	} {
+		if !strings.Contains(s.banner, want) {
+			t.Errorf("the banner does not say %q:\n%s", want, s.banner)
+		}
+	}
+	// The config the banner names points the other commands at the same ports.
+	cfg, err := os.ReadFile(s.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("127.0.0.1:%d", base+2); !strings.Contains(string(cfg), want) {
+		t.Errorf("config %s does not name NATS at %s:\n%s", s.configPath, want, cfg)
+	}
+}
+
+func TestSandbox_ChosenPortTakenFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	dir := t.TempDir()
+	r := runOrderd(t, nil, nil, "sandbox", "-dir", dir, "-demo=false", "-admin", taken)
+	if r.code == 0 {
+		t.Fatalf("the sandbox started with -admin %s taken; stdout:\n%s", taken, r.stdout)
+	}
+	if want := "admin API on " + taken; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	}
+	if strings.Contains(r.stdout, "sandbox is running") {
+		t.Errorf("a banner was printed although the start failed:\n%s", r.stdout)
+	}
+}
+
+func TestSandbox_PortFlagsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"base too high", []string{"-listen-base", "65533"}, "-listen-base 65533: want a port from 1 to 65532"},
+		{"negative base", []string{"-listen-base", "-5"}, "-listen-base -5"},
+		{"address without port", []string{"-nats", "127.0.0.1"}, `-nats "127.0.0.1": want HOST:PORT`},
+		{"port not a number", []string{"-provider", "127.0.0.1:http"}, `-provider "127.0.0.1:http": the port is not a number`},
+		{"cluster", []string{"-cluster", "-listen-base", "9000"}, "apply to the single-node sandbox, not to -cluster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "sb")
+			r := runOrderd(t, nil, nil, append([]string{"sandbox", "-dir", dir, "-demo=false"}, tt.args...)...)
+			if r.code != 2 {
+				t.Errorf("exit code %d, want 2; stderr:\n%s", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr does not say %q:\n%s", tt.want, r.stderr)
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("a refused start created %s", dir)
+			}
+		})
 	}
 }

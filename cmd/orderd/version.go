@@ -64,6 +64,17 @@ func versionInfo(ldVersion, ldCommit string, info *debug.BuildInfo) buildVersion
 	return v
 }
 
+// releaseName names this build to the other instances of a cluster: its
+// version, and for a build without one its commit.
+func releaseName() string {
+	info, _ := debug.ReadBuildInfo()
+	v := versionInfo(version, commit, info)
+	if v.Version == "dev" && v.Commit != "unknown" {
+		return "dev@" + v.Commit[:min(12, len(v.Commit))]
+	}
+	return v.Version
+}
+
 func versionCommand() command {
 	return command{
 		Name:    "version",

@@ -113,7 +113,9 @@ func New(doc []byte, mode Mode) (*Validator, error) {
 
 // closeObjects sets additionalProperties false on every object schema in s
 // (and in the schemas it holds) that declares properties and says nothing
-// of others.
+// of others. A member of an allOf is left open: it narrows the properties
+// of a schema beside it (a finding's kind and detail) rather than listing
+// them all.
 func closeObjects(s any) {
 	switch s := s.(type) {
 	case map[string]any:
@@ -122,7 +124,17 @@ func closeObjects(s any) {
 				s["additionalProperties"] = false
 			}
 		}
-		for _, sub := range s {
+		for k, sub := range s {
+			if all, ok := sub.([]any); ok && k == "allOf" {
+				for _, member := range all {
+					if m, ok := member.(map[string]any); ok {
+						for _, inner := range m {
+							closeObjects(inner)
+						}
+					}
+				}
+				continue
+			}
 			closeObjects(sub)
 		}
 	case []any:

@@ -266,8 +266,36 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		notes = append(notes, "no netem in this kernel")
 	}
 
+	rr, more := settle(t, w, c.lease, ld)
+	r = rr
+	notes = append(notes, more...)
+
+	for _, o := range w.ods {
+		o.p.stop(20 * time.Second)
+	}
+	bad := r.lost > 0 || r.duplicated > 0 || r.unleased > 0 || r.divergent > 0
+	if r.natsLost && len(r.refused) > 0 {
+		// NATS lost an acknowledged entry and orderd noticed and
+		// refused: the outcome the design asks for, reported above.
+		bad = false
+	}
+	if bad || r.failed || (r.natsLost && len(r.refused) == 0) {
+		r.failed = true
+		t.Errorf("run %d (seed %d) broke a guarantee or could not be checked; see its line", n, seed)
+	}
+	if r.acked == 0 {
+		t.Errorf("run %d: nothing was acked; the load did not reach the cluster", n)
+	}
+	return r
+}
+
+// settle heals every fault, waits until the cluster settles and the
+// leader's outbox is drained, and checks every guarantee: silent
+// divergence, NATS's own loss, acked writes lost, events duplicated,
+// provider calls without the lease. The instances keep running.
+func settle(t *testing.T, w *world, lease *leaseLog, ld *load) (r result, notes []string) {
 	// Heal everything and let the cluster settle.
-	if err := l.heal(); err != nil {
+	if err := w.lab.heal(); err != nil {
 		t.Errorf("heal: %v", err)
 	}
 	for _, nn := range w.nats {
@@ -481,13 +509,13 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		fmtCodes(perInstance["a"]), fmtCodes(perInstance["b"]), len(creations), fmtCodes(gwCodes), len(events)))
 
 	// Unleased provider calls.
-	c.lease.stop()
+	lease.stop()
 	calls, err := providerCalls(w)
 	if err != nil {
 		notes = append(notes, "provider calls: "+err.Error())
 		r.failed = true
 	}
-	lv := checkLease(w, c.lease, calls)
+	lv := checkLease(w, lease, calls)
 	r.unleased = lv.unleased
 	notes = append(notes, fmt.Sprintf("leader-only provider calls %d %v, lease moves %d, unverifiable %d", lv.calls, lv.byNode, lv.moves, lv.unverifiable))
 	if len(lv.examples) > 0 {
@@ -500,23 +528,7 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 		r.failed = true
 	}
 
-	for _, o := range w.ods {
-		o.p.stop(20 * time.Second)
-	}
-	bad := r.lost > 0 || r.duplicated > 0 || r.unleased > 0 || r.divergent > 0
-	if r.natsLost && len(r.refused) > 0 {
-		// NATS lost an acknowledged entry and orderd noticed and
-		// refused: the outcome the design asks for, reported above.
-		bad = false
-	}
-	if bad || r.failed || (r.natsLost && len(r.refused) == 0) {
-		r.failed = true
-		t.Errorf("run %d (seed %d) broke a guarantee or could not be checked; see its line", n, seed)
-	}
-	if r.acked == 0 {
-		t.Errorf("run %d: nothing was acked; the load did not reach the cluster", n)
-	}
-	return r
+	return r, notes
 }
 
 // refusal says why an instance is not ready at the end: its exit status,

@@ -199,7 +199,10 @@ type instance struct {
 	cfgPath string
 	logPath string
 	dbPath  string
-	p       *proc
+	// bin is the orderd binary it runs (another release in the upgrade
+	// test).
+	bin string
+	p   *proc
 }
 
 func (o *instance) admin() string    { return "http://" + o.h.ip + ":8081" }
@@ -208,6 +211,11 @@ func (o *instance) webhooks() string { return "http://" + o.h.ip + ":8080/webhoo
 // newWorld writes the configs and starts NATS, the provider and both
 // instances, and waits until both are ready.
 func newWorld(t *testing.T, l *lab, seed uint64) *world {
+	return newWorldOn(t, l, seed, bins.orderd)
+}
+
+// newWorldOn is newWorld with both instances running the orderd binary bin.
+func newWorldOn(t *testing.T, l *lab, seed uint64, bin string) *world {
 	t.Helper()
 	w := &world{t: t, lab: l, dir: t.TempDir()}
 	w.signer = newSigner(t, w.dir)
@@ -256,7 +264,9 @@ cluster {
 	}
 	w.startProvider(seed)
 	for _, name := range []string{"a", "b"} {
-		w.ods = append(w.ods, w.newInstance(name))
+		o := w.newInstance(name)
+		o.bin = bin
+		w.ods = append(w.ods, o)
 	}
 	// The first instance creates the log, the lease and the snapshot
 	// store with three replicas, which needs every NATS node; the
@@ -389,7 +399,11 @@ cluster:
 }
 
 func (w *world) startInstance(o *instance) *proc {
-	return startIn(w.t, o.h, "orderd "+o.name, o.logPath, nil, bins.orderd, "run", "-config", o.cfgPath)
+	bin := o.bin
+	if bin == "" {
+		bin = bins.orderd
+	}
+	return startIn(w.t, o.h, "orderd "+o.name, o.logPath, nil, bin, "run", "-config", o.cfgPath)
 }
 
 // waitReady waits until GET /readyz answers 200.
@@ -417,6 +431,11 @@ type clusterView struct {
 	LogLastSeq uint64 `json:"logLastSeq"`
 	AppliedSeq uint64 `json:"appliedSeq"`
 	Error      string `json:"error"`
+	// LogVersion is absent from releases before log versions.
+	LogVersion *struct {
+		InForce int      `json:"inForce"`
+		HeldBy  []string `json:"heldBy"`
+	} `json:"logVersion"`
 }
 
 func (o *instance) view() (clusterView, bool) {

@@ -6,7 +6,10 @@
 // acknowledgement) and is started again, and the test checks from what
 // they wrote and printed that every event of the stream was handled
 // exactly once, in order per order, and that every event matches the
-// AsyncAPI document. Run it with "make consumers-check" (it needs node and
+// AsyncAPI document. Each consumer validates every event's data against
+// the schema its dataschema names, as docs/events.md shows (ajv in Node,
+// santhosh-tekuri/jsonschema in Go), and stops at an event that does not
+// match. Run it with "make consumers-check" (it needs node and
 // npm, and installs the Node consumer's dependencies with npm ci).
 package consumers_test
 
@@ -74,7 +77,7 @@ func TestConsumers_ExactlyOnceAcrossRestart(t *testing.T) {
 	}
 
 	work := t.TempDir()
-	natsURL := startSandbox(t, orderd, work)
+	natsURL := startSandbox(t, orderd, work, "-every", "200ms").nats
 	consumers := []*consumer{
 		{name: "go", dir: work, ledger: filepath.Join(work, "ledger-go.txt"),
 			argv: func(url string, crash bool) []string {
@@ -141,13 +144,57 @@ func TestConsumers_ExactlyOnceAcrossRestart(t *testing.T) {
 	for i, c := range consumers {
 		checkConsumer(t, c, first[i].output()+second[i].output(), stream)
 	}
+
+	// An event whose data breaks its schema: each consumer stops at it,
+	// says why, and leaves it unacknowledged.
+	checkRefusesInvalid(t, js, consumers, natsURL, stream)
 }
 
-// startSandbox starts "orderd sandbox" in dir with quick demo traffic and
-// returns its NATS URL.
-func startSandbox(t *testing.T, orderd, dir string) string {
+// checkRefusesInvalid publishes an order event whose data does not match
+// the schema its dataschema names, and expects each consumer to stop at it
+// with exit code 1, naming it, without writing it to its ledger.
+func checkRefusesInvalid(t *testing.T, js jetstream.JetStream, consumers []*consumer, natsURL string, stream []*jetstream.RawStreamMsg) {
 	t.Helper()
-	cmd := exec.Command(orderd, "sandbox", "-dir", filepath.Join(dir, "sandbox"), "-every", "200ms")
+	m := dataschemaRE.FindSubmatch(stream[0].Data)
+	if m == nil {
+		t.Fatalf("first event has no dataschema: %s", stream[0].Data)
+	}
+	orderSchema := regexp.MustCompile(`#.*$`).ReplaceAllString(string(m[1]), "#/components/schemas/Order")
+	const badID = "0000000000000000000000000000000000000000000000000000000000000bad"
+	bad := `{"specversion":"1.0","id":"` + badID + `","source":"orderd","type":"order.completed",` +
+		`"subject":"bad-1","time":"2026-11-28T00:00:00Z","datacontenttype":"application/json",` +
+		`"dataschema":"` + orderSchema + `","merchantorderid":"bad-1","learnedvia":"webhook",` +
+		`"data":{"id":"bad-1","status":42}}`
+	ack, err := js.Publish(t.Context(), "orderd.orders.payin.completed", []byte(bad), jetstream.WithMsgID(badID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range consumers {
+		p := startProc(t, c.dir, c.name+"-3", c.argv(natsURL, false))
+		if code := p.wait(t, 60*time.Second); code != 1 {
+			t.Errorf("%s consumer exited %d on an event that breaks its schema, want 1; output:\n%s", c.name, code, p.output())
+			continue
+		}
+		if want := "invalid seq=" + strconv.FormatUint(ack.Sequence, 10) + " id=" + badID; !strings.Contains(p.output(), want) {
+			t.Errorf("%s consumer did not say %q; output:\n%s", c.name, want, p.output())
+		}
+		if n := readLedger(t, c.ledger).count[badID]; n != 0 {
+			t.Errorf("%s consumer handled the invalid event (%d times in its ledger)", c.name, n)
+		}
+	}
+}
+
+var dataschemaRE = regexp.MustCompile(`"dataschema":"([^"]+)"`)
+
+// sandboxURLs are where a sandbox's banner says its NATS server and admin
+// API listen.
+type sandboxURLs struct{ nats, admin string }
+
+// startSandbox starts "orderd sandbox" in dir with the given flags and
+// returns where it listens.
+func startSandbox(t *testing.T, orderd, dir string, flags ...string) sandboxURLs {
+	t.Helper()
+	cmd := exec.Command(orderd, append([]string{"sandbox", "-dir", filepath.Join(dir, "sandbox")}, flags...)...)
 	cmd.Dir = dir
 	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
@@ -159,13 +206,19 @@ func startSandbox(t *testing.T, orderd, dir string) string {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	urls := make(chan string, 1)
+	urls := make(chan sandboxURLs, 1)
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`nats://[0-9.]+:[0-9]+`)
+		natsRE := regexp.MustCompile(`nats://[0-9.]+:[0-9]+`)
+		adminRE := regexp.MustCompile(`admin API +(http://\S+)`)
+		var u sandboxURLs
 		for sc.Scan() {
-			if u := re.FindString(sc.Text()); u != "" {
+			if m := adminRE.FindStringSubmatch(sc.Text()); m != nil && u.admin == "" {
+				u.admin = m[1]
+			}
+			if m := natsRE.FindString(sc.Text()); m != "" && u.nats == "" {
+				u.nats = m
 				select {
 				case urls <- u:
 				default:
@@ -188,10 +241,13 @@ func startSandbox(t *testing.T, orderd, dir string) string {
 	})
 	select {
 	case u := <-urls:
+		if u.admin == "" {
+			t.Fatalf("the sandbox's banner names no admin API before NATS; stderr:\n%s", stderr)
+		}
 		return u
 	case <-time.After(30 * time.Second):
 		t.Fatalf("sandbox printed no nats:// URL within 30s; stderr:\n%s", stderr)
-		return ""
+		return sandboxURLs{}
 	}
 }
 

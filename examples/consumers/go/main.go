@@ -14,6 +14,13 @@
 //	go run ./examples/consumers/go -server nats://127.0.0.1:4222
 //	go run ./examples/consumers/go -durable replay -since 2026-11-27T00:00:00Z
 //
+// Before its work, each event's data is validated against the schema its
+// dataschema attribute names (orderd's AsyncAPI document, fetched from the
+// admin API, with github.com/santhosh-tekuri/jsonschema/v6). An event that
+// does not match stops the consumer without acknowledging it: a contract
+// break is for a person to look at, not to be skipped (-validate=false
+// turns this off).
+//
 // Each event prints one line: "handled seq=… id=… type=… subject=…" the
 // first time, "duplicate seq=… id=…" when it comes again.
 package main
@@ -48,6 +55,8 @@ type options struct {
 	since                                   time.Time
 	ackWait                                 time.Duration
 	crashAfter                              int
+	validate                                bool
+	adminToken                              string
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -61,6 +70,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	since := fs.String("since", "", "when the durable is created: start from this RFC 3339 `time` instead of the stream's first event")
 	fs.DurationVar(&o.ackWait, "ack-wait", 30*time.Second, "how long an unacknowledged event waits before JetStream delivers it again")
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "for tests: exit abruptly after the work of the `N`th event, before acknowledging it")
+	fs.BoolVar(&o.validate, "validate", true, "validate each event's data against the schema its dataschema names")
+	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("ORDERD_ADMIN_TOKEN"), "bearer `token` for fetching the schema from orderd's admin API, when it has one (default $ORDERD_ADMIN_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +130,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		msgs.Stop() // Next returns once the event in hand is done
 	}()
 
+	var sch *schemas
+	if o.validate {
+		sch = newSchemas(o.adminToken)
+	}
 	n := 0
 	for {
 		msg, err := msgs.Next()
@@ -133,9 +148,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		var ev struct {
-			ID      string `json:"id"`
-			Type    string `json:"type"`
-			Subject string `json:"subject"`
+			ID         string          `json:"id"`
+			Type       string          `json:"type"`
+			Subject    string          `json:"subject"`
+			DataSchema string          `json:"dataschema"`
+			Data       json.RawMessage `json:"data"`
 		}
 		if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.ID == "" {
 			// Not an orderd event: nothing to do with it, ever.
@@ -144,6 +161,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				return err
 			}
 			continue
+		}
+		if sch != nil {
+			if err := sch.validate(ev.DataSchema, ev.Data); err != nil {
+				fmt.Fprintf(stdout, "invalid seq=%d id=%s type=%s: %v\n", meta.Sequence.Stream, ev.ID, ev.Type, err)
+				return fmt.Errorf("event seq %d does not match its dataschema %s; not acknowledged", meta.Sequence.Stream, ev.DataSchema)
+			}
 		}
 		if handled[ev.ID] {
 			fmt.Fprintf(stdout, "duplicate seq=%d id=%s type=%s (handled before; acknowledged again)\n", meta.Sequence.Stream, ev.ID, ev.Type)

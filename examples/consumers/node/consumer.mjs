@@ -13,11 +13,18 @@
 //   npm ci && node consumer.mjs --server nats://127.0.0.1:4222
 //   node consumer.mjs --durable replay --since 2026-11-27T00:00:00Z
 //
+// Before its work, each event's data is validated against the schema its
+// dataschema attribute names (orderd's AsyncAPI document, fetched from the
+// admin API, with ajv and ajv-formats; schema.mjs). An event that does not
+// match stops the consumer without acknowledging it: a contract break is
+// for a person to look at, not to be skipped (--no-validate turns this off).
+//
 // Each event prints one line: "handled seq=… id=… type=… subject=…" the
 // first time, "duplicate seq=… id=…" when it comes again.
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, truncateSync, writeSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connect, nanos } from '@nats-io/transport-node';
+import { Schemas } from './schema.mjs';
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager } from '@nats-io/jetstream';
 
 const { values: opt } = parseArgs({
@@ -30,6 +37,8 @@ const { values: opt } = parseArgs({
     since: { type: 'string' }, // RFC 3339; used when the durable is created
     'ack-wait': { type: 'string', default: '30' }, // seconds
     'crash-after': { type: 'string', default: '0' }, // tests: exit after the Nth event's work, before its ack
+    'no-validate': { type: 'boolean', default: false },
+    'admin-token': { type: 'string', default: process.env.ORDERD_ADMIN_TOKEN ?? '' }, // to fetch the schema when the admin API has a token
   },
 });
 let since;
@@ -109,6 +118,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+const schemas = opt['no-validate'] ? null : new Schemas({ token: opt['admin-token'] });
 let n = 0;
 for await (const m of messages) {
   const seq = m.info.streamSequence;
@@ -122,6 +132,14 @@ for await (const m of messages) {
     console.log(`skipped seq=${seq} subject=${m.subject}: not a CloudEvent with an id`);
     m.term();
     continue;
+  }
+  if (schemas) {
+    const errors = await schemas.validate(ev.dataschema, ev.data);
+    if (errors) {
+      console.log(`invalid seq=${seq} id=${ev.id} type=${ev.type}: ${errors}`);
+      console.error(`consumer: event seq ${seq} does not match its dataschema ${ev.dataschema}; not acknowledged`);
+      process.exit(1);
+    }
   }
   if (handled.has(ev.id)) {
     console.log(`duplicate seq=${seq} id=${ev.id} type=${ev.type} (handled before; acknowledged again)`);
