@@ -155,3 +155,66 @@ func TestAPI_findingAction_reopenWhileAnotherIsOpen(t *testing.T) {
 	r := e.do("POST", fmt.Sprintf("/v1/findings/%d", old), `{"action":"reopen","by":"ana"}`)
 	wantStatus(t, r, http.StatusConflict)
 }
+
+// TestAPI_findingAction_reopenedIsUnacknowledged: a finding acknowledged,
+// then resolved (by a person or by the reconciler), then reopened is open
+// and unacknowledged, so a person can acknowledge it again; its trail
+// keeps every action.
+func TestAPI_findingAction_reopenedIsUnacknowledged(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		resolve func(e *env, id int64)
+		trail   string
+	}{
+		{"resolved by a person", func(e *env, id int64) {
+			wantStatus(t, e.do("POST", fmt.Sprintf("/v1/findings/%d", id),
+				`{"action":"resolve","by":"ana","note":"done","resolution":"fixed"}`), http.StatusOK)
+		}, "acknowledge/ana resolve/ana reopen/bo acknowledge/bo"},
+		{"resolved by the reconciler", func(e *env, id int64) {
+			err := e.store.Write(t.Context(), func(tx *store.Tx) error {
+				_, err := tx.ResolveFinding(store.FindingStuckOrder, "o-1")
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, "acknowledge/ana reopen/bo acknowledge/bo"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, setup{})
+			id := e.openFinding(store.FindingStuckOrder, "o-1")
+			path := fmt.Sprintf("/v1/findings/%d", id)
+			wantStatus(t, e.do("POST", path, `{"action":"acknowledge","by":"ana","note":"mine"}`), http.StatusOK)
+			tc.resolve(e, id)
+			r := e.do("POST", path, `{"action":"reopen","by":"bo","note":"not settled"}`)
+			wantStatus(t, r, http.StatusOK)
+			var f store.Finding
+			if err := json.Unmarshal(r.body, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Status != store.StatusOpen || f.State != store.StatusOpen || f.AcknowledgedAt != nil || f.ResolvedAt != nil {
+				t.Fatalf("reopened finding: status %s, state %s, acknowledgedAt %v, resolvedAt %v; want open, unacknowledged",
+					f.Status, f.State, f.AcknowledgedAt, f.ResolvedAt)
+			}
+			// The listing of open findings shows it as open too.
+			if r := e.get("/v1/findings?state=open"); !strings.Contains(string(r.body), `"status":"open"`) {
+				t.Errorf("listing of open findings: %s", r.body)
+			}
+			r = e.do("POST", path, `{"action":"acknowledge","by":"bo","note":"on it again"}`)
+			wantStatus(t, r, http.StatusOK)
+			if err := json.Unmarshal(r.body, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Status != store.StatusAcknowledged {
+				t.Errorf("after acknowledging again: status %s, want acknowledged", f.Status)
+			}
+			var got []string
+			for _, a := range f.Trail {
+				got = append(got, a.Action+"/"+a.By)
+			}
+			if strings.Join(got, " ") != tc.trail {
+				t.Errorf("trail = %q, want %q", strings.Join(got, " "), tc.trail)
+			}
+		})
+	}
+}

@@ -326,6 +326,7 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 			return out, ctx.Err()
 		}
 		c.add("polled", 1)
+		asked := r.now()
 		order, raw, err := r.client.GetStatus(ctx, mid)
 		if err != nil {
 			if !isNotFound(err) {
@@ -334,7 +335,8 @@ func (r *Reconciler) askAboutDrift(ctx context.Context, ccy string, takenAt time
 			continue
 		}
 		res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
-			Obs: store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: r.now()},
+			Obs:   store.Observation{Source: store.SourcePoll, Order: order, Raw: raw, ObservedAt: r.now()},
+			Asked: asked,
 		})
 		if err != nil {
 			return out, fmt.Errorf("apply %s: %w", mid, err)

@@ -20,13 +20,19 @@ import (
 // cannot decode, so it stops its applier instead of applying them
 // otherwise; entries of the old kind keep applying as they did (legacy).
 // The ".2" kinds of applyPolledCmd, recordChecksCmd and watchPollCmd open
-// an identity_conflict finding where the old ones failed the command.
+// an identity_conflict finding where the old ones failed the command. The
+// ".3" kinds carry when each poll was asked (Asked), and a poll asked
+// before the stored state arrived opens no mismatch finding (applyPolled);
+// decoding fills Asked in, which selects the kind again.
 func init() {
 	for _, legacy := range []bool{false, true} {
 		store.RegisterCommand((&applyPolledCmd{legacy: legacy}).Kind(), func() store.Command { return &applyPolledCmd{legacy: legacy} })
 		store.RegisterCommand((&recordChecksCmd{legacy: legacy}).Kind(), func() store.Command { return &recordChecksCmd{legacy: legacy} })
 		store.RegisterCommand((&watchPollCmd{legacy: legacy}).Kind(), func() store.Command { return &watchPollCmd{legacy: legacy} })
 	}
+	store.RegisterCommand(pollKind("reconcile.apply_polled", false, true), func() store.Command { return &applyPolledCmd{} })
+	store.RegisterCommand(pollKind("reconcile.record_checks", false, true), func() store.Command { return &recordChecksCmd{} })
+	store.RegisterCommand(pollKind("reconcile.watch_poll", false, true), func() store.Command { return &watchPollCmd{} })
 	store.RegisterCommand((&postponeCheckCmd{}).Kind(), func() store.Command { return &postponeCheckCmd{} })
 	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
 	// Grace only selects the kind here; decoding fills it in.
@@ -42,15 +48,31 @@ func kind(name string, legacy bool) string {
 	return name + ".2"
 }
 
+// pollKind names a command carrying polls: the ".3" kind when it says
+// when they were asked, else the kind of the rules legacy says.
+func pollKind(name string, legacy, asked bool) string {
+	if asked && !legacy {
+		return name + ".3"
+	}
+	return kind(name, legacy)
+}
+
 // applyPolledCmd applies an order a poll or a sweep found (applyPolled).
+// Asked is when the question was sent (zero in entries written before it
+// was carried).
 type applyPolledCmd struct {
 	Obs    store.Observation
+	Asked  time.Time `json:",omitzero"`
 	legacy bool
 }
 
-func (c *applyPolledCmd) Kind() string { return kind("reconcile.apply_polled", c.legacy) }
+func (c *applyPolledCmd) Kind() string {
+	return pollKind("reconcile.apply_polled", c.legacy, !c.Asked.IsZero())
+}
 
-func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) { return applyPolled(tx, c.Obs, c.legacy) }
+func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) {
+	return applyPolled(tx, c.Obs, c.Asked, c.legacy)
+}
 
 // polled is one get-status answer for a due order, as a command carries
 // it: the order (or the call's error) and when the order is due next if
@@ -61,6 +83,9 @@ type polled struct {
 	Raw   json.RawMessage `json:",omitempty"`
 	Err   string          `json:",omitempty"` // the call failed
 	Next  time.Time
+	// Asked is when the question was sent; zero in entries written
+	// before it was carried.
+	Asked time.Time `json:",omitzero"`
 }
 
 // checked is what recording one answer did.
@@ -78,7 +103,13 @@ type recordChecksCmd struct {
 	legacy      bool
 }
 
-func (c *recordChecksCmd) Kind() string { return kind("reconcile.record_checks", c.legacy) }
+func (c *recordChecksCmd) Kind() string {
+	asked := false
+	for _, a := range c.Answers {
+		asked = asked || !a.Asked.IsZero()
+	}
+	return pollKind("reconcile.record_checks", c.legacy, asked)
+}
 
 func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
 	outs := make([]checked, len(c.Answers))
@@ -120,16 +151,21 @@ type watchPollCmd struct {
 	NotFound    bool            `json:",omitempty"` // the call answered ORDER_NOT_FOUND
 	Now, Next   time.Time
 	GiveUpAfter time.Duration
-	legacy      bool
+	// Asked is when the question was sent; zero in entries written
+	// before it was carried.
+	Asked  time.Time `json:",omitzero"`
+	legacy bool
 }
 
-func (c *watchPollCmd) Kind() string { return kind("reconcile.watch_poll", c.legacy) }
+func (c *watchPollCmd) Kind() string {
+	return pollKind("reconcile.watch_poll", c.legacy, !c.Asked.IsZero())
+}
 
 func (c *watchPollCmd) Apply(tx *store.Tx) (any, error) {
 	w := c.W
 	if c.Err == "" {
 		obs := store.Observation{Source: store.SourcePoll, Order: c.Order, Raw: c.Raw, ObservedAt: c.Now}
-		res, err := applyPolled(tx, obs, c.legacy)
+		res, err := applyPolled(tx, obs, c.Asked, c.legacy)
 		if err != nil {
 			return false, err
 		}

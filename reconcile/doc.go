@@ -32,7 +32,9 @@
 // a change publishes its event exactly like a webhook. Mismatches between a
 // poll and a webhook (amounts, currency, conflicting final statuses) are
 // found by the write path; a poll reporting an older status than a webhook
-// is found here. Either way a final status is never overwritten: the
+// is found here, when the poll was asked after the webhook's state arrived
+// (an answer asked before it may predate the change, and is late news, not
+// a disagreement). Either way a final status is never overwritten: the
 // conflict is a mismatch finding with both versions. An answer that
 // contradicts a stored identity (the merchantOrderId under another
 // provider id, another type) is not applied at all: it opens an

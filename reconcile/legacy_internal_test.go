@@ -88,3 +88,42 @@ func TestCommands_legacyKindsKeepTheirRules(t *testing.T) {
 		t.Fatalf("%d identity_conflict findings open, want 1", n)
 	}
 }
+
+// The commands that carry when their polls were asked come back from the
+// log as ".3" kinds with the time; without it they stay ".2".
+func TestCommands_askedKindsRoundTrip(t *testing.T) {
+	asked := time.Date(2026, 3, 1, 10, 0, 0, 123e6, time.UTC)
+	for _, tc := range []struct {
+		cmd  store.Command
+		kind string
+		got  func(store.Command) time.Time
+	}{
+		{&applyPolledCmd{Asked: asked}, "reconcile.apply_polled.3", func(c store.Command) time.Time { return c.(*applyPolledCmd).Asked }},
+		{&recordChecksCmd{Answers: []polled{{Asked: asked}}}, "reconcile.record_checks.3",
+			func(c store.Command) time.Time { return c.(*recordChecksCmd).Answers[0].Asked }},
+		{&watchPollCmd{Asked: asked}, "reconcile.watch_poll.3", func(c store.Command) time.Time { return c.(*watchPollCmd).Asked }},
+		{&applyPolledCmd{}, "reconcile.apply_polled.2", func(c store.Command) time.Time { return c.(*applyPolledCmd).Asked }},
+	} {
+		if tc.cmd.Kind() != tc.kind {
+			t.Errorf("kind %s, want %s", tc.cmd.Kind(), tc.kind)
+		}
+		b, err := store.EncodeOps([]store.Op{{At: asked, Cmd: tc.cmd}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := store.DecodeOps(b)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.kind, err)
+		}
+		if ops[0].Cmd.Kind() != tc.kind {
+			t.Errorf("%s came back as %s", tc.kind, ops[0].Cmd.Kind())
+		}
+		want := asked
+		if tc.kind == "reconcile.apply_polled.2" {
+			want = time.Time{}
+		}
+		if got := tc.got(ops[0].Cmd); !got.Equal(want) {
+			t.Errorf("%s: asked %v, want %v", tc.kind, got, want)
+		}
+	}
+}

@@ -558,33 +558,51 @@ const outcomeConflict store.Outcome = "conflict"
 // merchantOrderId's identity_conflict finding, if one is open. legacy
 // applies the rules from before identity_conflict findings, for the log
 // entries written with them: a conflict is the command's error.
-func applyPolled(tx *store.Tx, obs store.Observation, legacy bool) (store.Result, error) {
+//
+// asked is when the poll's question was sent (zero when the command does
+// not say). The provider answered with its state at some moment after
+// that, so a poll asked before the stored state arrived may well predate
+// the change a webhook brought meanwhile: its older status is news that
+// came late, not a disagreement, and opens no finding. Only a poll asked
+// after the webhook's state was stored, which still reports an older
+// status, is the provider contradicting itself.
+func applyPolled(tx *store.Tx, obs store.Observation, asked time.Time, legacy bool) (store.Result, error) {
+	res, _, err := applyPoll(tx, obs, asked, legacy)
+	return res, err
+}
+
+// applyPoll is applyPolled, also saying whether the poll disagreed with
+// a webhook (a mismatch finding is open for it).
+func applyPoll(tx *store.Tx, obs store.Observation, asked time.Time, legacy bool) (store.Result, bool, error) {
 	res, err := tx.ApplyObservation(obs)
 	if errors.Is(err, store.ErrConflict) && !legacy {
 		if _, err := tx.RecordIdentityConflict(obs, err.Error()); err != nil {
-			return store.Result{}, err
+			return store.Result{}, false, err
 		}
-		return store.Result{Outcome: outcomeConflict}, nil
+		return store.Result{Outcome: outcomeConflict}, false, nil
 	}
 	if err != nil {
-		return res, err
+		return res, false, err
 	}
 	o := obs.Order
 	if !legacy {
 		if _, err := tx.ResolveFinding(store.FindingIdentityConflict, o.MerchantOrderID); err != nil {
-			return res, err
+			return res, false, err
 		}
 	}
 	if res.Outcome != store.OutcomeStale || o.Status == res.Previous ||
 		(o.Status.IsFinal() && res.Previous.IsFinal()) {
-		return res, nil
+		return res, false, nil
 	}
 	cur, err := tx.OrderState(o.ID)
 	if err != nil {
-		return res, err
+		return res, false, err
 	}
 	if cur.Source != store.SourceWebhook {
-		return res, nil
+		return res, false, nil
+	}
+	if !asked.IsZero() && asked.UnixMilli() <= cur.UpdatedAt.UnixMilli() {
+		return res, false, nil // asked before the webhook's state arrived
 	}
 	detail := mismatchDetail{
 		Reason:          "poll reports an older status than the webhook",
@@ -594,9 +612,9 @@ func applyPolled(tx *store.Tx, obs store.Observation, legacy bool) (store.Result
 		Observed:        mismatchVersion{Source: obs.Source, Status: o.Status, Order: json.RawMessage(obs.Raw)},
 	}
 	if _, _, err := tx.OpenFinding(store.FindingMismatch, o.ID, detail); err != nil {
-		return res, err
+		return res, false, err
 	}
-	return res, nil
+	return res, true, nil
 }
 
 // mismatchDetail has the shape of the write path's mismatch findings.

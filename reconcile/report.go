@@ -255,6 +255,8 @@ type Line struct {
 	// webhook, poll or gateway.
 	LearnedVia   string
 	OpenFindings []string
+	// changedAt is when orderd last learned a new state of the order.
+	changedAt time.Time
 }
 
 // currency is the currency the line's order is counted under.
@@ -279,6 +281,10 @@ type report struct {
 	tx  *store.ReportTx
 	p   Period
 	gen time.Time
+	// issued is the first digest issued for the period, when the period
+	// has ended and one is recorded (hasIssued).
+	issued    store.IssuedDigest
+	hasIssued bool
 }
 
 // open starts a report of p; the caller closes it.
@@ -290,7 +296,14 @@ func (r *Reporter) open(ctx context.Context, p Period) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &report{r: r, tx: tx, p: Period{From: p.From.UTC(), To: p.To.UTC()}, gen: r.now().UTC()}, nil
+	rp := &report{r: r, tx: tx, p: Period{From: p.From.UTC(), To: p.To.UTC()}, gen: r.now().UTC()}
+	if !rp.gen.Before(rp.p.To) {
+		if rp.issued, rp.hasIssued, err = tx.IssuedDigest(ctx, rp.p.From, rp.p.To, digestVersion()); err != nil {
+			rp.close()
+			return nil, err
+		}
+	}
+	return rp, nil
 }
 
 func (rp *report) close() {
@@ -313,6 +326,7 @@ func (rp *report) fill(l *Line, o *store.ReportOrder, a *orderAmounts) bool {
 		LearnedVia:      string(o.LearnedVia),
 		OpenFindings:    append(l.OpenFindings[:0], o.OpenFindings...),
 		Refunded:        l.Refunded[:0],
+		changedAt:       o.UpdatedAt,
 	}
 	own := a.own(o.Type)
 	if own != nil && own.Authorized != nil {

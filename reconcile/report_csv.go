@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -37,6 +38,11 @@ var CSVSummaryHeader = []string{
 	// The report's digest, the same on every row and as in the JSON and
 	// HTML reports of the period (digester).
 	"digest",
+	// For a period that has ended: the first digest issued for it, when,
+	// the ids of the orders whose lines changed since (space-separated)
+	// and the changes orderd cannot name (report_issued.go); empty while
+	// the period has not ended.
+	"first_issued_digest", "first_issued_at", "changed_order_ids", "unnamed_changes",
 }
 
 // CSVFindingHeader is the header of the CSV findings section: one row per
@@ -57,7 +63,8 @@ var (
 	csvLineText = textColumns(CSVLineHeader, "order_id", "merchant_order_id", "type", "status", "membership",
 		"authorized_currency", "merchant_currency", "fee_currency", "refunded_currency", "learned_via", "open_findings",
 		"requested_currency")
-	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds", "digest")
+	csvSummaryText = textColumns(CSVSummaryHeader, "currency", "verdict", "break_kinds", "digest",
+		"first_issued_digest", "changed_order_ids")
 	csvFindingText = textColumns(CSVFindingHeader, "kind", "key", "state", "status", "resolution", "resolved_by",
 		"summary", "action", "action_by", "action_resolution", "action_note")
 )
@@ -113,11 +120,11 @@ func (r *Reporter) WriteCSVParts(ctx context.Context, lines, summary, findings i
 	fl := flagged{}
 	// The digest takes each line as the JSON report writes it, so the
 	// two reports carry the same one.
-	dg, le := newDigester(rp.p), newLineEncoder()
+	dg, le := rp.newDigester(), newLineEncoder()
 	err = rp.lines(ctx, func(l *Line) error {
 		t.add(l)
 		fl.add(l)
-		dg.line(le.line(l))
+		dg.line(l, le.line(l))
 		return lw.line(l)
 	})
 	if err != nil {
@@ -134,6 +141,14 @@ func (r *Reporter) WriteCSVParts(ctx context.Context, lines, summary, findings i
 	digest, err := rp.digest(ctx, dg, cur, vs)
 	if err != nil {
 		return fmt.Errorf("write csv: %w", err)
+	}
+	fi, err := rp.firstIssue(ctx, &dg.fp, digest)
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	issue := []string{"", "", "", ""}
+	if fi != nil {
+		issue = []string{fi.Digest, csvTime(fi.IssuedAt), strings.Join(fi.changedIDs(), " "), strconv.Itoa(fi.Unnamed)}
 	}
 	sw := lw
 	if summary != nil {
@@ -153,6 +168,7 @@ func (r *Reporter) WriteCSVParts(ctx context.Context, lines, summary, findings i
 	for _, c := range cur {
 		rec := append(csvSummary(c), csvVerdict(c, vs[c.Currency])...)
 		rec = append(rec, digest)
+		rec = append(rec, issue...)
 		if r.csvGuard {
 			rec = append(rec, "true")
 		}

@@ -37,6 +37,19 @@ type digester struct {
 	// lb is a line with its tag and newline, reused: one write and no
 	// allocation per line.
 	lb []byte
+	// fp fingerprints the lines for a comparison with the first issue of
+	// the period (report_issued.go).
+	fp lineFingerprint
+}
+
+// newDigester starts the digest of the report, ready to compare its lines
+// with the first issue of its period.
+func (rp *report) newDigester() *digester {
+	d := newDigester(rp.p)
+	if rp.hasIssued {
+		d.fp.since = rp.issued.IssuedAt.Add(-issueSkew)
+	}
+	return d
 }
 
 // newDigester starts the digest of the report of p.
@@ -59,14 +72,16 @@ const DigestCovers = "the period's books: order lines (without the findings open
 // it, which the digest leaves out.
 var openFindingsField = []byte(`,"openFindings":[`)
 
-// line adds an order line, as the JSON report writes it (lineEncoder),
-// without its open findings: they are how the line stands now.
-func (d *digester) line(b []byte) {
+// line adds the order line l, as the JSON report writes it (b, from
+// lineEncoder), without its open findings: they are how the line stands
+// now.
+func (d *digester) line(l *Line, b []byte) {
 	if i := bytes.LastIndex(b, openFindingsField); i >= 0 {
 		b = b[:i]
 	}
 	d.lb = append(append(append(append(d.lb[:0], 'l'), b...), '}'), '\n')
 	d.h.Write(d.lb)
+	d.fp.add(l, d.lb)
 }
 
 // value adds v's JSON after tag.

@@ -132,6 +132,11 @@ type htmlHead struct {
 	Digest string
 	// DigestCovers is DigestCovers, for the page to say.
 	DigestCovers string
+	// FirstIssue is the first digest issued for the period, when it has
+	// ended (report_issued.go); nil otherwise.
+	FirstIssue *FirstIssue
+	// FirstIssued is FirstIssue's time as the page writes times.
+	FirstIssued string
 }
 
 // htmlGroup heads the order lines of one membership in the orders table.
@@ -363,9 +368,9 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	first := &firstLines{max: r.htmlMax}
 	byMembership := map[string]int{}
 	bd := newBreakdown(rp.p)
-	dg, le := newDigester(rp.p), newLineEncoder()
+	dg, le := rp.newDigester(), newLineEncoder()
 	err = rp.lines(ctx, func(l *Line) error {
-		dg.line(le.line(l))
+		dg.line(l, le.line(l))
 		t.add(l)
 		fl.add(l)
 		byMembership[l.Membership]++
@@ -392,7 +397,11 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	if err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
-	head := htmlHead{
+	fi, err := rp.firstIssue(ctx, &dg.fp, digest)
+	if err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	head := htmlHead{FirstIssue: fi,
 		From: rp.p.From.Format("2006-01-02 15:04:05"), To: rp.p.To.Format("2006-01-02 15:04:05"),
 		Generated: rp.gen.Format("2006-01-02 15:04:05"), FileName: rp.p.FileName(FormatHTML),
 		Lines: t.lines, Findings: findings, Max: r.htmlMax, Digest: digest, DigestCovers: DigestCovers,
@@ -400,6 +409,9 @@ func (r *Reporter) WriteHTML(ctx context.Context, w io.Writer, p Period, opts Wr
 	}
 	if head.CSVHref == "" {
 		head.CSVHref, head.JSONHref = rp.p.FileName(FormatCSV), rp.p.FileName(FormatJSON)
+	}
+	if fi != nil {
+		head.FirstIssued = fi.IssuedAt.Format("2006-01-02 15:04:05")
 	}
 	for _, c := range cur {
 		head.Currencies = append(head.Currencies, newHTMLCurrency(c, rp.p))

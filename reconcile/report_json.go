@@ -51,7 +51,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	le := newLineEncoder()
 	t := newTotals()
 	fl := flagged{}
-	dg := newDigester(rp.p)
+	dg := rp.newDigester()
 	n := 0
 	var werr error
 	err = rp.lines(ctx, func(l *Line) error {
@@ -62,7 +62,7 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 		}
 		sw.WriteByte('\n')
 		b := le.line(l)
-		dg.line(b)
+		dg.line(l, b)
 		_, werr = sw.Write(b)
 		n++
 		return werr
@@ -125,8 +125,17 @@ func (r *Reporter) WriteJSON(ctx context.Context, w io.Writer, p Period) error {
 	if err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
+	fi, err := rp.firstIssue(ctx, &dg.fp, digest)
+	if err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
 	jw.raw("],\n\"digest\":\"" + digest + "\",\n\"digestCovers\":")
 	jw.value(DigestCovers)
+	if fi != nil {
+		jw.raw(",\n\"firstIssue\":")
+		jw.value(jsonFirstIssue{Digest: fi.Digest, IssuedAt: jsonTime(fi.IssuedAt), Same: fi.Digest == digest,
+			ChangedOrders: fi.Changed, UnnamedChanges: fi.Unnamed})
+	}
 	jw.raw("}\n")
 	if err := jw.flush(); err != nil {
 		return fmt.Errorf("write json: %w", err)
@@ -182,6 +191,16 @@ func (jw *jsonWriter) flush() error {
 		return jw.err
 	}
 	return jw.w.Flush()
+}
+
+// jsonFirstIssue is the report's firstIssue: the first digest issued for
+// a period that has ended, and what changed since (report_issued.go).
+type jsonFirstIssue struct {
+	Digest         string        `json:"digest"`
+	IssuedAt       jsonTime      `json:"issuedAt"`
+	Same           bool          `json:"sameDigest"`
+	ChangedOrders  []changedLine `json:"changedOrders"`
+	UnnamedChanges int           `json:"unnamedChanges"`
 }
 
 // jsonTime writes a time as TimeLayout in UTC, or null when zero.

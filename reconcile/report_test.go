@@ -168,6 +168,12 @@ type reportJSON struct {
 	}
 	Digest       string
 	DigestCovers string
+	FirstIssue   *struct {
+		Digest, IssuedAt string
+		SameDigest       bool
+		ChangedOrders    []struct{ OrderID, MerchantOrderID string }
+		UnnamedChanges   int
+	}
 }
 
 func readReport(t *testing.T, r *reconcile.Reporter, p reconcile.Period) reportJSON {

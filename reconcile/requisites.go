@@ -130,6 +130,7 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 	log := r.log.With("job", JobRequisites, "requisite", req.ID)
 	recovered := 0
 	for page, offset := 0, 0; page < maxRequisitePages; page++ {
+		asked := r.now()
 		orders, err := r.client.RequisiteOrders(ctx, provider.RequisiteOrdersRequest{
 			ID: req.ID, CreatedAtFrom: from, CreatedAtTo: to, Limit: requisitePage, Offset: offset,
 		})
@@ -147,7 +148,8 @@ func (r *Reconciler) sweep(ctx context.Context, req store.Requisite, to time.Tim
 		for _, ro := range orders {
 			c.add("orders", 1)
 			res, err := store.ExecAs[store.Result](ctx, r.store, &applyPolledCmd{
-				Obs: store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()},
+				Obs:   store.Observation{Source: store.SourcePoll, Order: ro.Order, Raw: ro.Raw, ObservedAt: r.now()},
+				Asked: asked,
 			})
 			switch {
 			case err == nil && res.Outcome == outcomeConflict:

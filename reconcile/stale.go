@@ -121,11 +121,12 @@ func (r *Reconciler) stale(ctx context.Context, c *counts) error {
 		})
 	}
 	err = pool(ctx, r.cfg.Concurrency, next, func(ctx context.Context, o store.DueOrder) {
+		asked := r.now()
 		order, raw, callErr := r.client.GetStatus(ctx, o.MerchantOrderID)
 		if callErr != nil && ctx.Err() != nil {
 			return // shutting down: the order stays due
 		}
-		answers <- pollAnswer{due: o, order: order, raw: raw, err: callErr}
+		answers <- pollAnswer{due: o, order: order, raw: raw, err: callErr, asked: asked}
 	})
 	close(answers)
 	recorders.Wait()
@@ -157,6 +158,7 @@ type pollAnswer struct {
 	order *provider.Order
 	raw   json.RawMessage
 	err   error
+	asked time.Time // when the question was sent
 }
 
 // recordChecks records a batch of answers in one write; if that write
@@ -167,7 +169,7 @@ func (r *Reconciler) recordChecks(ctx context.Context, batch []pollAnswer, c *co
 	answers := make([]polled, len(batch))
 	for i, a := range batch {
 		answers[i] = polled{Due: a.due, Order: a.order, Raw: a.raw, Err: errorText(a.err),
-			Next: now.Add(r.backoff(a.due.CheckAttempts))}
+			Next: now.Add(r.backoff(a.due.CheckAttempts)), Asked: a.asked}
 	}
 	record := func(answers []polled) ([]checked, error) {
 		return store.ExecAs[[]checked](ctx, r.store, &recordChecksCmd{Answers: answers, Now: now, GiveUpAfter: r.cfg.GiveUpAfter})
@@ -232,14 +234,22 @@ func recordCheck(tx *store.Tx, a polled, now time.Time, giveUpAfter time.Duratio
 		}
 		out.Res.Outcome = outcomeConflict
 	default:
-		var err error
-		if out.Res, err = applyPolled(tx, obs, legacy); err != nil {
+		var (
+			err      error
+			disagree bool
+		)
+		if out.Res, disagree, err = applyPoll(tx, obs, a.Asked, legacy); err != nil {
 			return out, err
 		}
 		if out.Res.Outcome == store.OutcomeChanged || out.Res.Outcome == store.OutcomeNew {
 			return out, nil
 		}
 		out.Mismatch = out.Res.Outcome == store.OutcomeStale && out.Res.Previous != a.Order.Status
+		if !a.Asked.IsZero() {
+			// A poll asked before the stored state arrived is no
+			// disagreement; a conflicting final status always is.
+			out.Mismatch = disagree || out.Mismatch && a.Order.Status.IsFinal() && out.Res.Previous.IsFinal()
+		}
 	}
 	postpone := tx.PostponeOrderCheck
 	if o.Status.IsFinal() { // polled for its refund in flight
@@ -329,6 +339,7 @@ func (r *Reconciler) watches(ctx context.Context, now time.Time, c *counts) erro
 }
 
 func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts) {
+	asked := r.now()
 	order, raw, callErr := r.client.GetStatus(ctx, w.MerchantOrderID)
 	if callErr != nil && ctx.Err() != nil {
 		return
@@ -338,7 +349,7 @@ func (r *Reconciler) checkWatch(ctx context.Context, w store.DueWatch, c *counts
 	now := r.now()
 	next := now.Add(r.backoff(w.Attempts))
 	conflict, err := store.ExecAs[bool](ctx, r.store, &watchPollCmd{W: w, Order: order, Raw: raw, Err: errorText(callErr),
-		NotFound: isNotFound(callErr), Now: now, Next: next, GiveUpAfter: r.cfg.GiveUpAfter})
+		NotFound: isNotFound(callErr), Now: now, Next: next, GiveUpAfter: r.cfg.GiveUpAfter, Asked: asked})
 	switch {
 	case err == nil && conflict:
 		// The provider's order collides with a stored one; the store

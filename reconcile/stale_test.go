@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,6 +296,9 @@ func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
 	if err := e.st.MarkForPoll(t.Context(), "disputed", "check"); err != nil {
 		t.Fatal(err)
 	}
+	// The poll is asked after the webhook's state was stored: the
+	// provider's answer cannot predate it.
+	e.clock.Advance(time.Second)
 
 	e.run(e.rec.RunStale)
 	if v := e.order("disputed"); v.Status != provider.StatusCompleted {
@@ -308,6 +313,86 @@ func TestReconciler_RunStale_pollOlderThanWebhookIsMismatch(t *testing.T) {
 			t.Errorf("detail lacks %s: %s", want, fs[0].Detail)
 		}
 	}
+}
+
+// racingClient answers get-status as the provider did when asked, and
+// before the answer is back runs arrive once: a webhook that overtakes the
+// answer on its way.
+type racingClient struct {
+	reconcile.Client
+	once   sync.Once
+	arrive func()
+}
+
+func (c *racingClient) GetStatus(ctx context.Context, mid string) (*provider.Order, json.RawMessage, error) {
+	o, raw, err := c.Client.GetStatus(ctx, mid)
+	c.once.Do(c.arrive)
+	return o, raw, err
+}
+
+// A poll asked while the order was processing, whose answer is recorded
+// after a webhook completed the order, is late news, not a disagreement:
+// the order stays completed and no mismatch finding opens. A poll asked
+// after the webhook that still says processing is one.
+func TestReconciler_RunStale_pollAskedBeforeWebhookIsNoMismatch(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	o := e.createAtFake("raced", "40.00", provider.TypePayin)
+	e.learn("raced", store.SourceGateway)
+	e.clock.Advance(staleAfter + time.Second)
+	client := &racingClient{Client: e.client, arrive: func() {
+		if err := e.fake.Complete("raced"); err != nil {
+			t.Error(err)
+		}
+		e.clock.Advance(time.Second)
+		e.learn("raced", store.SourceWebhook)
+		e.clock.Advance(time.Second)
+	}}
+	rec := reconcile.New(e.cfg, e.st, client, nil)
+
+	s := e.run(rec.RunStale)
+	if v := e.order("raced"); v.Status != provider.StatusCompleted {
+		t.Fatalf("order is %s, want completed", v.Status)
+	}
+	if fs := e.findings(store.FindingMismatch, ""); len(fs) != 0 {
+		t.Fatalf("a poll asked before the webhook opened %d mismatch findings: %s", len(fs), fs[0].Detail)
+	}
+	if s.Counts["mismatches"] != 0 {
+		t.Errorf("counts = %v, want no mismatch", s.Counts)
+	}
+	// The late answer is kept in the order's history, as stale.
+	v := e.order("raced")
+	var stale int
+	for _, h := range v.History {
+		if h.Source == store.SourcePoll && h.Outcome == store.OutcomeStale && h.Status == provider.StatusProcessing {
+			stale++
+		}
+	}
+	if stale != 1 {
+		t.Errorf("history has %d stale processing polls, want 1: %+v", stale, v.History)
+	}
+
+	// Asked after the webhook, processing is the provider contradicting
+	// its own webhook.
+	if err := e.st.MarkForPoll(t.Context(), "raced", "check"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	later := &fixedAnswer{Client: e.client, raw: withStatus(t, e, "raced", provider.StatusProcessing)}
+	e.run(reconcile.New(e.cfg, e.st, later, nil).RunStale)
+	if fs := e.findings(store.FindingMismatch, "open"); len(fs) != 1 || fs[0].Key != o.ID {
+		t.Fatalf("mismatch findings after a poll asked later = %+v, want one about %s", fs, o.ID)
+	}
+}
+
+// fixedAnswer answers every get-status with raw.
+type fixedAnswer struct {
+	reconcile.Client
+	raw []byte
+}
+
+func (c *fixedAnswer) GetStatus(context.Context, string) (*provider.Order, json.RawMessage, error) {
+	o, err := provider.DecodeOrder(c.raw)
+	return o, c.raw, err
 }
 
 func TestReconciler_RunStale_oneBadAnswerDoesNotSinkOthers(t *testing.T) {

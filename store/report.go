@@ -87,6 +87,10 @@ type ReportOrder struct {
 	// CompletedAt is when the order reached its final status; zero for
 	// open lines.
 	CompletedAt time.Time
+	// UpdatedAt is when orderd last learned a new state of the order: a
+	// line can only have changed since an earlier report if its order
+	// changed after that report was made.
+	UpdatedAt time.Time
 	// LearnedVia is how orderd learned the state the line reports: for
 	// final lines the first state with the final status; for open lines
 	// the state at the end of the period; for refund lines the current
@@ -172,7 +176,7 @@ SELECT o.id, o.provider_id, o.merchant_order_id, o.type,
 		WHEN o.completed_at IS NULL OR o.completed_at >= :to THEN 'open'
 		ELSE 'refund'
 	END AS membership,
-	o.status, coalesce(o.created_at, o.first_seen_at), o.completed_at, o.learned_via,
+	o.status, coalesce(o.created_at, o.first_seen_at), o.completed_at, o.learned_via, o.updated_at,
 	CASE
 		WHEN o.completed_at >= :from AND o.completed_at < :to THEN coalesce(o.final_via,
 			(SELECT h.source FROM order_history h
@@ -225,7 +229,7 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 	defer rows.Close()
 	var (
 		o                    ReportOrder
-		created              int64
+		created, updated     int64
 		completed            sql.NullInt64
 		current, learned     string
 		periodState          sql.NullString
@@ -237,11 +241,12 @@ func (r *ReportTx) Orders(ctx context.Context, from, to, refundSince time.Time, 
 	)
 	for rows.Next() {
 		if err := rows.Scan(&o.RowID, &o.ProviderID, &o.MerchantOrderID, &typ, &members, &current, &created,
-			&completed, &learned, &periodState, &kinds, &amounts, &raw, &requested); err != nil {
+			&completed, &learned, &updated, &periodState, &kinds, &amounts, &raw, &requested); err != nil {
 			return fmt.Errorf("report orders: %w", err)
 		}
 		o.Type, o.Membership, status = provider.OrderType(typ), members, current
 		o.CreatedAt = unixMilliUTC(created)
+		o.UpdatedAt = unixMilliUTC(updated)
 		o.CompletedAt = time.Time{}
 		o.LearnedVia = Source(learned)
 		switch members {

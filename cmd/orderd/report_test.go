@@ -138,6 +138,43 @@ func TestReport_run(t *testing.T) {
 		}
 	})
 
+	// orderd report opens the database read-only: it records no first
+	// issue of the period itself, and compares with the one the daemon
+	// recorded.
+	t.Run("first issue recorded by the daemon", func(t *testing.T) {
+		type firstIssue struct {
+			Digest     string
+			FirstIssue *struct{ Digest, IssuedAt string }
+		}
+		cli := func() firstIssue {
+			t.Helper()
+			r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-format", "json"}, period...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var rep firstIssue
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		if rep := cli(); rep.FirstIssue != nil {
+			t.Fatalf("the read-only report has a first issue nobody recorded: %+v", rep.FirstIssue)
+		}
+		if rep := cli(); rep.FirstIssue != nil {
+			t.Fatalf("the read-only report recorded its digest: %+v", rep.FirstIssue)
+		}
+		issued := time.Date(2026, 11, 3, 1, 0, 0, 0, time.UTC)
+		daemon := reconcile.NewReporter(st, reconcile.ReportConfig{Now: func() time.Time { return issued }})
+		if err := daemon.WriteJSON(t.Context(), io.Discard, reconcile.Period{
+			From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)}); err != nil {
+			t.Fatal(err)
+		}
+		if rep := cli(); rep.FirstIssue == nil || rep.FirstIssue.Digest != rep.Digest || rep.FirstIssue.IssuedAt != "2026-11-03T01:00:00.000Z" {
+			t.Fatalf("the read-only report after the daemon's: digest %s, first issue %+v", rep.Digest, rep.FirstIssue)
+		}
+	})
+
 	t.Run("csv to files", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "nov.csv")
 		r := runOrderd(t, nil, nil, append([]string{"report", "-config", cfg, "-o", out}, period...)...)
