@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"orderd/provider"
@@ -23,16 +24,20 @@ import (
 // an identity_conflict finding where the old ones failed the command. The
 // ".3" kinds carry when each poll was asked (Asked), and a poll asked
 // before the stored state arrived opens no mismatch finding (applyPolled);
-// decoding fills Asked in, which selects the kind again.
+// decoding fills Asked in, which selects the kind again. The ".3" kinds
+// came with log version 4: at an earlier version the same poll is written
+// without its time, under the ".2" kind and its rules (Before), so that a
+// cluster in the middle of a rolling upgrade writes nothing an instance
+// not yet upgraded cannot decode.
 func init() {
 	for _, legacy := range []bool{false, true} {
 		store.RegisterCommand((&applyPolledCmd{legacy: legacy}).Kind(), func() store.Command { return &applyPolledCmd{legacy: legacy} })
 		store.RegisterCommand((&recordChecksCmd{legacy: legacy}).Kind(), func() store.Command { return &recordChecksCmd{legacy: legacy} })
 		store.RegisterCommand((&watchPollCmd{legacy: legacy}).Kind(), func() store.Command { return &watchPollCmd{legacy: legacy} })
 	}
-	store.RegisterCommand(pollKind("reconcile.apply_polled", false, true), func() store.Command { return &applyPolledCmd{} })
-	store.RegisterCommand(pollKind("reconcile.record_checks", false, true), func() store.Command { return &recordChecksCmd{} })
-	store.RegisterCommand(pollKind("reconcile.watch_poll", false, true), func() store.Command { return &watchPollCmd{} })
+	store.RegisterCommand(pollKind("reconcile.apply_polled", false, true), func() store.Command { return &applyPolledCmd{asked: true} })
+	store.RegisterCommand(pollKind("reconcile.record_checks", false, true), func() store.Command { return &recordChecksCmd{asked: true} })
+	store.RegisterCommand(pollKind("reconcile.watch_poll", false, true), func() store.Command { return &watchPollCmd{asked: true} })
 	store.RegisterCommand((&postponeCheckCmd{}).Kind(), func() store.Command { return &postponeCheckCmd{} })
 	store.RegisterCommand((&postponeWatchCmd{}).Kind(), func() store.Command { return &postponeWatchCmd{} })
 	// Grace only selects the kind here; decoding fills it in.
@@ -46,6 +51,17 @@ func kind(name string, legacy bool) string {
 		return name
 	}
 	return name + ".2"
+}
+
+// askedLogVersion is the log version that brought the ".3" kinds.
+const askedLogVersion = 4
+
+// askedVersion is the log version a poll command's kind needs.
+func askedVersion(kind string) int {
+	if strings.HasSuffix(kind, ".3") {
+		return askedLogVersion
+	}
+	return store.OldestLogVersion
 }
 
 // pollKind names a command carrying polls: the ".3" kind when it says
@@ -64,10 +80,21 @@ type applyPolledCmd struct {
 	Obs    store.Observation
 	Asked  time.Time `json:",omitzero"`
 	legacy bool
+	// asked: made to decode a ".3" entry, of that kind before decoding
+	// fills Asked in.
+	asked bool
 }
 
 func (c *applyPolledCmd) Kind() string {
-	return pollKind("reconcile.apply_polled", c.legacy, !c.Asked.IsZero())
+	return pollKind("reconcile.apply_polled", c.legacy, c.asked || !c.Asked.IsZero())
+}
+
+func (c *applyPolledCmd) LogVersion() int { return askedVersion(c.Kind()) }
+
+func (c *applyPolledCmd) Before() store.Command {
+	d := *c
+	d.Asked, d.asked = time.Time{}, false
+	return &d
 }
 
 func (c *applyPolledCmd) Apply(tx *store.Tx) (any, error) {
@@ -101,14 +128,29 @@ type recordChecksCmd struct {
 	Now         time.Time
 	GiveUpAfter time.Duration
 	legacy      bool
+	// asked: made to decode a ".3" entry (see applyPolledCmd).
+	asked bool
 }
 
 func (c *recordChecksCmd) Kind() string {
-	asked := false
+	asked := c.asked
 	for _, a := range c.Answers {
 		asked = asked || !a.Asked.IsZero()
 	}
 	return pollKind("reconcile.record_checks", c.legacy, asked)
+}
+
+func (c *recordChecksCmd) LogVersion() int { return askedVersion(c.Kind()) }
+
+func (c *recordChecksCmd) Before() store.Command {
+	d := *c
+	d.asked = false
+	d.Answers = make([]polled, len(c.Answers))
+	for i, a := range c.Answers {
+		a.Asked = time.Time{}
+		d.Answers[i] = a
+	}
+	return &d
 }
 
 func (c *recordChecksCmd) Apply(tx *store.Tx) (any, error) {
@@ -155,10 +197,20 @@ type watchPollCmd struct {
 	// before it was carried.
 	Asked  time.Time `json:",omitzero"`
 	legacy bool
+	// asked: made to decode a ".3" entry (see applyPolledCmd).
+	asked bool
 }
 
 func (c *watchPollCmd) Kind() string {
-	return pollKind("reconcile.watch_poll", c.legacy, !c.Asked.IsZero())
+	return pollKind("reconcile.watch_poll", c.legacy, c.asked || !c.Asked.IsZero())
+}
+
+func (c *watchPollCmd) LogVersion() int { return askedVersion(c.Kind()) }
+
+func (c *watchPollCmd) Before() store.Command {
+	d := *c
+	d.Asked, d.asked = time.Time{}, false
+	return &d
 }
 
 func (c *watchPollCmd) Apply(tx *store.Tx) (any, error) {
