@@ -13,7 +13,8 @@
 -- rewritten to the write path's text; reports keep reading the old text
 -- meanwhile (it parses to the same decimals), and a column still NULL is
 -- read from the order's state as before.
+--
+-- A new database (no order yet) has nothing to rewrite.
 INSERT INTO background_migrations (name, scheduled_at)
-VALUES ('report_columns', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
-ON CONFLICT (name) DO UPDATE SET cursor = 0, end_id = NULL, rows_done = 0, rows_total = NULL,
-    scheduled_at = excluded.scheduled_at, started_at = NULL, finished_at = NULL;
+SELECT 'report_columns', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+WHERE EXISTS (SELECT 1 FROM orders);
