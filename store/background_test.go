@@ -27,7 +27,7 @@ func oldReportColumnsUpdate(t *testing.T) string {
 }
 
 // amountColumns is every amount column of every order, each quoted as
-// SQL would write it (so NULL and '' differ), by provider id.
+// SQL would write it (NULL apart from an empty text), by provider id.
 const amountColumnsQuery = `SELECT provider_id || ' ' || quote(source_amount) || ' ' || quote(source_currency) || ' ' ||
 	quote(target_amount) || ' ' || quote(target_currency) || ' ' || quote(authorized_amount) || ' ' ||
 	quote(authorized_currency) || ' ' || quote(own_wallet_amount) || ' ' || quote(own_wallet_currency) || ' ' || quote(refunds)
