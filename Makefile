@@ -32,7 +32,7 @@ DESTDIR ?=
 UNITDIR ?=
 
 .PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
-	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale vulncheck rules-test \
+	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale bench-migrate vulncheck rules-test \
 	node-deps asyncapi-check report-schema-check spectral-check consumers-check sandbox-soak chaos-net upgrade-test
 
 ## test: install missing Debian packages (as root with apt), check formatting,
@@ -235,6 +235,16 @@ SCALE_DIR ?=
 bench-scale: build
 	$(GO) build -o bin/orderd-scale ./cmd/orderd-scale
 	bin/orderd-scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) $(if $(SCALE_DIR),-dir $(SCALE_DIR))
+
+## bench-migrate: an upgrade on a database of SIZE orders (built as for
+## bench-scale, or the one kept in SCALE_DIR): every order's report columns
+## left to the report_columns background migration, then the real daemon
+## started on it: start-up to /readyz 200, webhook ingest while the
+## migration runs and once it finished (the reference, same run), and how
+## long the migration took (cmd/orderd-scale -migration).
+bench-migrate: build
+	$(GO) build -o bin/orderd-scale ./cmd/orderd-scale
+	bin/orderd-scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) -migration $(if $(SCALE_DIR),-dir $(SCALE_DIR))
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

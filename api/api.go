@@ -61,6 +61,9 @@ type Deps struct {
 	// Cluster serves GET /v1/cluster and POST /v1/cluster/snapshot in
 	// replicated mode.
 	Cluster Cluster
+	// Migrations, when set, lists the background migrations for /readyz's
+	// detail (store.Store.BackgroundMigrations).
+	Migrations func(ctx context.Context) ([]store.MigrationProgress, error)
 }
 
 // Readiness reports whether the store can commit a write.

@@ -74,8 +74,9 @@ func (e *findingNotFoundError) Unwrap() error { return store.ErrFindingNotFound 
 
 // notReadyError names the readiness checks that failed.
 type notReadyError struct {
-	checks map[string]string
-	failed []string
+	checks     map[string]string
+	failed     []string
+	migrations []store.MigrationProgress
 }
 
 func (e *notReadyError) Error() string { return fmt.Sprintf("not ready: %v", e.failed) }
@@ -151,7 +152,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &transition):
 		writeJSON(w, http.StatusConflict, errorBody{Error: transition.Error(), Field: "action"})
 	case errors.As(err, &notReady):
-		writeJSON(w, http.StatusServiceUnavailable, readyBody{Status: "not ready", Failing: notReady.failed, Checks: notReady.checks})
+		writeJSON(w, http.StatusServiceUnavailable, readyBody{Status: "not ready", Failing: notReady.failed, Checks: notReady.checks,
+			Migrations: notReady.migrations})
 	case errors.Is(err, ErrNotLeader):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case errors.Is(err, store.ErrNotFound):

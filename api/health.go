@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"orderd/store"
 )
 
 // readyBody is the answer of /readyz.
@@ -15,6 +17,9 @@ type readyBody struct {
 	Failing []string `json:"failing,omitempty"`
 	// Checks maps each check's name to "ok" or its error.
 	Checks map[string]string `json:"checks"`
+	// Migrations lists the background migrations still running: orderd
+	// is ready meanwhile, and this says how far each has come.
+	Migrations []store.MigrationProgress `json:"migrations,omitempty"`
 }
 
 // storeCheck is the name of the store's readiness check.
@@ -44,9 +49,21 @@ func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		}
 		body.Checks[c.Name] = "ok"
 	}
+	if s.deps.Migrations != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
+		ms, err := s.deps.Migrations(ctx)
+		cancel()
+		// Progress is detail: a failure to read it does not make orderd
+		// unready (the store's own check says whether it can commit).
+		for _, m := range ms {
+			if err == nil && !m.Done {
+				body.Migrations = append(body.Migrations, m)
+			}
+		}
+	}
 	if len(body.Failing) > 0 {
 		s.log.Warn("not ready", "failing", body.Failing)
-		s.fail(w, r, &notReadyError{checks: body.Checks, failed: body.Failing})
+		s.fail(w, r, &notReadyError{checks: body.Checks, failed: body.Failing, migrations: body.Migrations})
 		return
 	}
 	writeJSON(w, http.StatusOK, body)

@@ -82,9 +82,20 @@ type digests struct {
 	peers map[uint64]map[string]string
 }
 
+// digestKey is where an instance records its digest at seq. The digest
+// leaves out the columns background migrations derive (store's
+// ReadSnapshot.Digest) since the release that brought background
+// migrations; releases before it digested every column under "seq.…".
+// The two forms never compare equal, so each has its own keys: during a
+// rolling upgrade from such a release, an instance compares only with the
+// instances of its own form, and the agreed sequence waits for the others
+// (no false replica_divergence) until every instance runs one form.
 func digestKey(seq uint64, node string) string {
-	return fmt.Sprintf("seq.%020d.%s", seq, hex.EncodeToString([]byte(node)))
+	return fmt.Sprintf("%s%020d.%s", digestPrefix, seq, hex.EncodeToString([]byte(node)))
 }
+
+// digestPrefix begins the keys of this release's digests (see digestKey).
+const digestPrefix = "state."
 
 func memberKey(node string) string { return "member." + hex.EncodeToString([]byte(node)) }
 
@@ -267,7 +278,7 @@ func (n *Node) compareDigests(ctx context.Context) {
 		}
 		if !complete {
 			lctx, cancel := context.WithTimeout(ctx, apiTimeout)
-			recs, err := kvValues[DigestRecord](lctx, n.dkv, fmt.Sprintf("seq.%020d.*", mine.Seq))
+			recs, err := kvValues[DigestRecord](lctx, n.dkv, fmt.Sprintf("%s%020d.*", digestPrefix, mine.Seq))
 			cancel()
 			if err != nil {
 				return

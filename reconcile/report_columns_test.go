@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"database/sql"
+	"os"
 	"testing"
 
 	"orderd/reconcile"
@@ -11,9 +12,10 @@ import (
 
 // TestReporter_Write_amountColumns: a report reads each order's amounts
 // from the order's columns, which the write path keeps with the state and
-// migration 0011 fills for the rows written before it. The same rows read
-// from the stored states, as a report did before, give the same bytes in
-// every format, and so do the columns the migration fills.
+// the report_columns background migration fills for the rows written
+// before it. The same rows read from the stored states, as a report did
+// before, give the same bytes in every format, and so do the columns the
+// migration fills.
 func TestReporter_Write_amountColumns(t *testing.T) {
 	e := reportEnv(t)
 	// Shapes beyond the golden set, in the period: a payout whose own
@@ -89,26 +91,41 @@ func TestReporter_Write_amountColumns(t *testing.T) {
 		t.Fatalf("%d orders have their amount columns, want every order's", orders)
 	}
 
+	// Columns as an older release's migration 0011 filled them (its
+	// text is not the write path's, until the report_columns background
+	// migration rewrites it): the same report.
+	old, err := os.ReadFile("../store/testdata/0011_old_update.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(string(old))
+	if n := filled(); n != orders {
+		t.Fatalf("the old UPDATE filled %d orders, want %d", n, orders)
+	}
+	same("from the columns an older release filled", reports(), fromColumns)
+
 	// Columns unfilled: the report reads each stored state.
 	exec(`UPDATE orders SET refunds = NULL`)
 	same("from the stored states", reports(), fromColumns)
 
-	// A database from before migration 0011: the migration fills them.
+	// A database from before migration 0011: the report_columns
+	// background migration (scheduled by 0015) fills them.
 	for _, c := range []string{"authorized_amount", "authorized_currency", "own_wallet_amount", "own_wallet_currency", "refunds"} {
 		exec(`ALTER TABLE orders DROP COLUMN ` + c)
 	}
 	exec(`DROP INDEX orders_odd_status`)
 	exec(`DROP INDEX orders_odd_type`)
-	exec(`DELETE FROM schema_migrations WHERE version = 11`)
+	exec(`DELETE FROM schema_migrations WHERE version IN (11, 15)`)
+	exec(`DELETE FROM background_migrations`)
 	applied, err := store.Migrate(t.Context(), e.st.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 1 || applied[0].Version != 11 {
-		t.Errorf("migrations applied: %+v, want 0011 alone", applied)
+	if len(applied) != 3 || applied[0].Version != 11 || applied[1].Version != 15 || applied[2].Name != "report_columns" {
+		t.Errorf("migrations applied: %+v, want 0011, 0015 and report_columns", applied)
 	}
 	if n := filled(); n != orders {
-		t.Errorf("migration 0011 filled the columns of %d orders, want %d", n, orders)
+		t.Errorf("the report_columns migration filled the columns of %d orders, want %d", n, orders)
 	}
-	same("from the columns migration 0011 filled", reports(), fromColumns)
+	same("from the columns the report_columns migration filled", reports(), fromColumns)
 }

@@ -66,20 +66,33 @@ func loadMigrations() ([]migration, error) {
 }
 
 // Applied is one migration Migrate applied, and how long it took: an
-// operator upgrading a large database sees which step took the time.
+// operator upgrading a large database sees which step took the time. A
+// background migration run to its end has Background set, Version 0 and
+// its step's name.
 type Applied struct {
-	Version int
-	Name    string
-	Took    time.Duration
+	Version    int
+	Name       string
+	Took       time.Duration
+	Background bool
+	// Rows is how many rows a background migration walked.
+	Rows int64
 }
 
 // Migrate applies the pending schema migrations to the database at path,
-// creating the file if needed, and returns those it applied, in order
-// (none when the schema was up to date). It is what `orderd migrate` runs;
-// Open does the same on start. Like Open, it refuses a database from a
-// newer orderd (ErrSchemaNewer) or another application's (ErrNotOrderd)
-// and leaves it untouched.
+// creating the file if needed, then runs every unfinished background
+// migration to its end, and returns those it applied, in order (none when
+// the schema was up to date). It is what `orderd migrate` runs; Open
+// applies the schema migrations on start and leaves the background ones to
+// RunBackgroundMigrations. Like Open, it refuses a database from a newer
+// orderd (ErrSchemaNewer) or another application's (ErrNotOrderd) and
+// leaves it untouched.
 func Migrate(ctx context.Context, path string) ([]Applied, error) {
+	return MigrateProgress(ctx, path, nil)
+}
+
+// MigrateProgress is Migrate, calling progress (when not nil) after every
+// batch of a background migration.
+func MigrateProgress(ctx context.Context, path string, progress func(MigrationProgress)) ([]Applied, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -90,9 +103,32 @@ func Migrate(ctx context.Context, path string) ([]Applied, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	defer db.Close()
 	db.SetMaxOpenConns(1)
-	return migrate(ctx, db, time.Now, slog.New(slog.DiscardHandler))
+	applied, err := migrate(ctx, db, time.Now, slog.New(slog.DiscardHandler))
+	db.Close()
+	if err != nil {
+		return applied, err
+	}
+	// The background migrations run through a store's writer, as after a
+	// start.
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		return applied, err
+	}
+	start := time.Now()
+	err = s.RunBackgroundMigrations(ctx, BackgroundOptions{Progress: func(p MigrationProgress) {
+		if progress != nil {
+			progress(p)
+		}
+		if p.Done {
+			applied = append(applied, Applied{Name: p.Name, Took: time.Since(start), Background: true, Rows: p.RowsDone})
+			start = time.Now()
+		}
+	}})
+	if cerr := s.Close(context.WithoutCancel(ctx)); err == nil && cerr != nil {
+		err = cerr
+	}
+	return applied, err
 }
 
 // checkSchema refuses a database that this orderd must not write to: one

@@ -276,17 +276,23 @@ func (r *ReadSnapshot) Close() {
 }
 
 // Digest is the SHA-256 over every row of the replicated tables as the
-// snapshot holds them.
+// snapshot holds them, less the columns a background migration derives
+// (backgroundStep.derived): those are a function of the row's other
+// columns and the rows they point at, which the digest covers, and an
+// instance fills them at its own pace after an upgrade, so two instances
+// that applied the same log but whose background steps stand at
+// different rows still have equal digests.
 func (r *ReadSnapshot) Digest(ctx context.Context) (string, error) {
 	conn := r.conn
 	h := sha256.New()
+	excluded := digestExcluded()
 	for _, t := range replicatedTables {
 		fmt.Fprintf(h, "table %s\n", t)
-		order, err := digestOrder(ctx, conn, t)
+		query, err := digestQuery(ctx, conn, t, excluded[t])
 		if err != nil {
 			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
-		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+t+" ORDER BY "+order)
+		rows, err := conn.QueryContext(ctx, query)
 		if err != nil {
 			return "", fmt.Errorf("digest %s: %w", t, err)
 		}
@@ -331,34 +337,46 @@ func (s *Store) EntryHashes(ctx context.Context, from uint64) (map[uint64][]byte
 	return m, rows.Err()
 }
 
-// digestOrder is the ORDER BY that gives table t's rows in the same order
-// in every database holding the same rows: its primary key, which is
-// unique and read in index order without a sort, or every column for a
-// table without one.
-func digestOrder(ctx context.Context, conn *sql.Conn, t string) (string, error) {
-	rows, err := conn.QueryContext(ctx, "SELECT cid, pk FROM pragma_table_info(?) ORDER BY pk, cid", t)
+// digestQuery selects table t's rows for the digest: every column but
+// the excluded ones, in the same order in every database holding the same
+// rows: by its primary key, which is unique and read in index order
+// without a sort, or by every column for a table without one.
+func digestQuery(ctx context.Context, conn *sql.Conn, t string, excluded map[string]bool) (string, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid", t)
 	if err != nil {
 		return "", err
 	}
 	defer rows.Close()
-	var pk, all []string
+	var cols, all []string
+	pk := map[int]string{}
 	for rows.Next() {
-		var cid, p int
-		if err := rows.Scan(&cid, &p); err != nil {
+		var (
+			name string
+			p    int
+		)
+		if err := rows.Scan(&name, &p); err != nil {
 			return "", err
 		}
-		all = append(all, strconv.Itoa(cid+1))
+		q := `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+		all = append(all, q)
 		if p > 0 {
-			pk = append(pk, strconv.Itoa(cid+1))
+			pk[p] = q
+		}
+		if !excluded[name] {
+			cols = append(cols, q)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return "", err
 	}
+	order := all
 	if len(pk) > 0 {
-		return strings.Join(pk, ","), nil
+		order = make([]string, 0, len(pk))
+		for i := 1; i <= len(pk); i++ {
+			order = append(order, pk[i])
+		}
 	}
-	return strings.Join(all, ","), nil
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + t + " ORDER BY " + strings.Join(order, ", "), nil
 }
 
 func hashRows(h io.Writer, rows *sql.Rows) error {

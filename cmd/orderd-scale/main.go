@@ -23,6 +23,15 @@
 // Usage:
 //
 //	orderd-scale -orderd bin/orderd [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//	orderd-scale -orderd bin/orderd -migration [-size 1000000] [-dir DIR] [-window 10s] [-senders 32]
+//
+// With -migration it measures an upgrade instead: every order's report
+// columns emptied and the background migration that writes them
+// (report_columns) pending, as after an upgrade from a release that
+// filled them in one SQL step; then start-up (exec until /readyz answers
+// 200), webhook ingest for -window while the migration runs, how long the
+// migration took, and ingest for -window once it finished (the reference,
+// in the same run).
 //
 // Exit status: 0 after a run, 1 when a step failed, 2 on a usage error.
 package main
@@ -57,6 +66,10 @@ type options struct {
 	runs    int
 	workers int
 	build   bool
+	// migration measures start-up and ingest with a pending background
+	// migration instead (migration.go).
+	migration bool
+	mig       migrationOptions
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,11 +83,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.runs, "runs", 5, "times each interactive request is made (the median is printed)")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent callers of the write path while building")
 	fs.BoolVar(&o.build, "build-only", false, "build the database in -dir and stop (to measure it later, or another binary on it)")
+	fs.BoolVar(&o.migration, "migration", false, "measure start-up and ingest with a pending background migration over every order instead")
+	fs.DurationVar(&o.mig.window, "window", 10*time.Second, "with -migration: each ingest window")
+	fs.IntVar(&o.mig.senders, "senders", 32, "with -migration: concurrent webhook senders")
+	fs.IntVar(&o.mig.perRound, "webhooks", 30000, "with -migration: at most this many webhooks per window")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" {
-		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs and -workers at least 1, -build-only needs -dir, and no arguments")
+	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" ||
+		o.mig.window <= 0 || o.mig.senders < 1 || o.mig.perRound < 1 {
+		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs, -workers, -senders and -webhooks at least 1, -window positive, -build-only needs -dir, and no arguments")
 		return 2
 	}
 	if err := measure(ctx, o, stdout, stderr); err != nil {
@@ -130,6 +148,9 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 
 	if o.build {
 		return nil
+	}
+	if o.migration {
+		return measureMigration(ctx, bin, dir, db, o.mig, stdout)
 	}
 	sz, err := measureSizes(ctx, db)
 	if err != nil {

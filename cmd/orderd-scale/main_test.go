@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,47 @@ func TestRun_usage(t *testing.T) {
 		if code := run(t.Context(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
 		}
+	}
+}
+
+// TestRun_migrationSmall runs what make bench-migrate runs, at a small
+// size: the report_columns migration pending over every order, the real
+// daemon started on it, webhooks sent while it runs and after, and every
+// figure printed; the database ends with every order's columns written.
+func TestRun_migrationSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds orderd and starts it")
+	}
+	bin := filepath.Join(t.TempDir(), "orderd")
+	if err := testbin.Orderd(bin); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"-orderd", bin, "-size", "300", "-days", "2", "-dir", dir, "-migration", "-window", "1s", "-senders", "4", "-webhooks", "200"}
+	if code := run(t.Context(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{
+		"pending: the report_columns background migration over 300 orders",
+		"start-up with the migration pending (exec to /readyz 200): ",
+		"ingest while the migration runs: ", "migration finished within ", "ingest once it finished (the reference, same run): ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	if strings.Contains(out.String(), " 0 acked") || !strings.Contains(out.String(), "(0 failed)") {
+		t.Errorf("webhooks were not all acked:\n%s", out.String())
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "orderd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var unfilled int
+	if err := db.QueryRow(`SELECT count(*) FROM orders WHERE refunds IS NULL`).Scan(&unfilled); err != nil || unfilled != 0 {
+		t.Errorf("%d orders left without their report columns (%v)", unfilled, err)
 	}
 }

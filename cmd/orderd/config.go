@@ -29,6 +29,7 @@ import (
 	"orderd/cluster"
 	"orderd/provider"
 	"orderd/publish"
+	"orderd/store"
 )
 
 // Environment variables that hold secrets. They are documented in
@@ -138,6 +139,13 @@ type AdminConfig struct {
 // StoreConfig is the SQLite database.
 type StoreConfig struct {
 	Path string `yaml:"path"`
+	// MigrationBatch is how many rows a background migration rewrites
+	// per transaction.
+	MigrationBatch int `yaml:"migration_batch"`
+	// MigrationPause is a wait after each of a background migration's
+	// batches, for a disk that webhooks need all of; 0 means none (the
+	// migration still gives way to webhooks that are waiting).
+	MigrationPause time.Duration `yaml:"migration_pause"`
 }
 
 // NATSConfig is where events go: an external NATS server when URL is set,
@@ -340,7 +348,7 @@ func DefaultConfig() *Config {
 			AckBudget:    2 * time.Second,
 		},
 		Admin: AdminConfig{Listen: "127.0.0.1:8081"},
-		Store: StoreConfig{Path: "/var/lib/orderd/orderd.db"},
+		Store: StoreConfig{Path: "/var/lib/orderd/orderd.db", MigrationBatch: store.DefaultBackgroundBatch},
 		NATS: NATSConfig{
 			Embedded: EmbeddedNATSConfig{
 				Listen:    "127.0.0.1:4222",
@@ -949,6 +957,12 @@ func (c *Config) validate(use configUse) error {
 	if cl.DigestEvery < 1 {
 		add("cluster.digest_every", "must be at least 1 log sequence (got %d)", cl.DigestEvery)
 	}
+
+	// store
+	if c.Store.MigrationBatch < 1 {
+		add("store.migration_batch", "must be at least 1 row (got %d)", c.Store.MigrationBatch)
+	}
+	notNegative("store.migration_pause", c.Store.MigrationPause)
 
 	// publish
 	positive("publish.retention", c.Publish.Retention)

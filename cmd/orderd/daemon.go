@@ -59,6 +59,11 @@ type daemon struct {
 
 	pubMetrics *publish.Metrics
 
+	// stopMig stops the background migrations; migDone is closed once
+	// they stopped.
+	stopMig context.CancelFunc
+	migDone chan struct{}
+
 	// natsURL is where events can be read: the embedded server's client
 	// URL or the configured one.
 	natsURL string
@@ -151,6 +156,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		return nil, cfg.storeError(err)
 	}
 	pm = newProcessMetrics(d.registry, d.store.Stats)
+	d.registry.MustRegister(newMigrationCollector(d.store.BackgroundMigrations))
 	if !replicated {
 		// Creations that were in flight when orderd last stopped have an
 		// unknown outcome: they become in doubt and the reconciler
@@ -234,6 +240,8 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Checks:   []api.Check{{Name: "nats", Check: d.natsReady}},
 		Cluster:  d.clusterAPI(),
 		Metrics:  promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
+		// The background migrations' progress is /readyz's detail.
+		Migrations: d.store.BackgroundMigrations,
 	}
 	if d.node != nil {
 		// Ready when this instance can append to the log.
@@ -287,6 +295,9 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 	} else if err := d.rec.Start(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile schedules: %w", err)
 	}
+	// Schema steps that rewrite existing rows run now, while orderd
+	// serves.
+	d.startBackgroundMigrations(ctx)
 	logger.Info("orderd started",
 		"webhooks", d.recvSrv.Addr(), "admin", d.admin.Addr(), "nats", d.natsURL,
 		"store", cfg.Store.Path, "replicated", replicated)
@@ -486,6 +497,7 @@ func (d *daemon) Close(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	d.stopBackgroundMigrations(ctx)
 	relay := d.relay
 	if d.node != nil {
 		relay = nil // only a leader publishes; it flushed when it stepped down

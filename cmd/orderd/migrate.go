@@ -38,9 +38,24 @@ func migrateCommand() command {
 				if _, err := cfg.removeTempFiles(); err != nil {
 					fmt.Fprintf(e.Stderr, "orderd migrate: removing temporary files left beside the database: %v\n", err)
 				}
-				applied, err := store.Migrate(ctx, cfg.Store.Path)
+								// Background migrations, which orderd run would do while
+				// serving, run to their end here, with their progress
+				// about once a second.
+				var last time.Time
+				applied, err := store.MigrateProgress(ctx, cfg.Store.Path, func(p store.MigrationProgress) {
+					if p.Done || time.Since(last) < time.Second {
+						return
+					}
+					last = time.Now()
+					fmt.Fprintf(e.Stdout, "background migration %s: %d of %d rows (%.0f%%)\n",
+						p.Name, p.RowsDone, p.RowsTotal, 100*p.Fraction())
+				})
 				// What was applied stays applied, even when a later step fails.
 				for _, a := range applied {
+					if a.Background {
+						fmt.Fprintf(e.Stdout, "ran background migration %s (%d rows) in %s\n", a.Name, a.Rows, a.Took.Round(time.Millisecond))
+						continue
+					}
 					fmt.Fprintf(e.Stdout, "applied migration %d (%s) in %s\n", a.Version, a.Name, a.Took.Round(time.Millisecond))
 				}
 				if err != nil {

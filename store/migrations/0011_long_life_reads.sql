@@ -21,44 +21,24 @@
 -- transactions with an amount, in the state's order, as a JSON array of
 -- [amount, currency, completedAt] ("" when the provider gave no
 -- completedAt); '' when there are none. refunds NULL means the columns were
--- never filled (a state this migration could not read): a report then reads
--- the state's JSON, as before.
+-- never filled (an order the background step below has not reached yet, or
+-- a state that does not decode): a report then reads the state's JSON, as
+-- before.
 ALTER TABLE orders ADD COLUMN authorized_amount TEXT;
 ALTER TABLE orders ADD COLUMN authorized_currency TEXT;
 ALTER TABLE orders ADD COLUMN own_wallet_amount TEXT;
 ALTER TABLE orders ADD COLUMN own_wallet_currency TEXT;
 ALTER TABLE orders ADD COLUMN refunds TEXT;
 
--- The orders written before, from their current state, in one pass
--- (measured in BENCHMARKS.md, "A long life"): a row at a time, nothing
--- gathered in memory. A state that is not JSON, or whose transactions are
--- not a list, is left unfilled.
-UPDATE orders SET (authorized_amount, authorized_currency, own_wallet_amount, own_wallet_currency, refunds) = (
-    SELECT json_extract(s.own, '$.authorized.amount'), coalesce(json_extract(s.own, '$.authorized.currency'), ''),
-        json_extract(s.own, '$.merchantWallet.amount'), coalesce(json_extract(s.own, '$.merchantWallet.currency'), ''),
-        s.refunds
-    FROM (
-        SELECT
-            (SELECT t.value FROM json_each(st.raw, '$.transactions') t
-              WHERE json_extract(t.value, '$.type') IS orders.type OR json_extract(t.value, '$.type') IS NOT 'refund'
-              ORDER BY json_extract(t.value, '$.type') IS orders.type DESC, t.key
-              LIMIT 1) AS own,
-            (SELECT CASE WHEN count(*) = 0 THEN '' ELSE json_group_array(json_array(
-                        json_extract(t.value, '$.amount.amount'),
-                        coalesce(json_extract(t.value, '$.amount.currency'), ''),
-                        coalesce(json_extract(t.value, '$.completedAt'), ''))) END
-               FROM json_each(st.raw, '$.transactions') t
-              WHERE json_extract(t.value, '$.type') = 'refund' AND json_extract(t.value, '$.status') = 'completed'
-                AND json_extract(t.value, '$.amount.amount') IS NOT NULL) AS refunds
-        FROM (
-            SELECT coalesce(h.raw, d.raw) AS raw
-            FROM order_history h
-            LEFT JOIN deliveries d ON d.id = h.delivery_id
-            WHERE h.id = orders.state_id
-        ) st
-        WHERE json_valid(st.raw) AND coalesce(json_type(st.raw, '$.transactions'), 'null') IN ('array', 'null')
-    ) s
-);
+-- The orders written before are filled in the background after start, a
+-- few hundred rows per transaction, by the write path's own code
+-- (store.reportColumnsOf), so the text is the write path's: migration 0015
+-- schedules that step (store/background.go). Releases before 0015 filled
+-- them here, in one UPDATE that held the start for about 49 s at a
+-- million orders and wrote text of its own ('0007.50' where the write path
+-- writes '7.50', '' where it writes NULL); 0015 rewrites those too. Until
+-- the step has passed an order, its columns are NULL (a report reads its
+-- state's JSON) or the older text, which reads as the same decimals.
 
 -- GET /v1/orders answers 400 for a status or type that is neither one the
 -- provider documents nor held by a stored order (rather than an empty
