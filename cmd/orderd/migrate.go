@@ -38,7 +38,7 @@ func migrateCommand() command {
 				if _, err := cfg.removeTempFiles(); err != nil {
 					fmt.Fprintf(e.Stderr, "orderd migrate: removing temporary files left beside the database: %v\n", err)
 				}
-								// Background migrations, which orderd run would do while
+				// Background migrations, which orderd run would do while
 				// serving, run to their end here, with their progress
 				// about once a second.
 				var last time.Time
