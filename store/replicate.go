@@ -192,7 +192,7 @@ func appliedSeq(ctx context.Context, db *sql.DB) (uint64, error) {
 var replicatedTables = []string{
 	"orders", "deliveries", "order_history", "outbox", "outbox_cursor", "quarantine", "findings", "watches",
 	"attempts", "reconcile_runs", "balance_snapshots", "balance_drifts", "ledger_movements",
-	"ledger_pending", "reconcile_state", "requisites", "activity_minutes",
+	"ledger_pending", "reconcile_state", "requisites", "activity_minutes", "finding_actions",
 }
 
 // recordTables hold what orderd learned and did; a freshly migrated
