@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/outboxcheck"
+	"orderd/test/support/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/store"

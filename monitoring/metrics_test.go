@@ -18,7 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 	"orderd/provider/providertest"
 	"orderd/publish"
 )

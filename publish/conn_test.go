@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/publish"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/internal/syncbuf"
+	"orderd/test/support/syncbuf"
 	"orderd/publish"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
-	"orderd/internal/syncbuf"
+	"orderd/test/support/syncbuf"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/receiver"

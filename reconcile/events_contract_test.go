@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/publish"

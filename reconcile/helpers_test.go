@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"orderd/internal/outboxcheck"
+	"orderd/test/support/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/reportschema"
+	"orderd/test/support/reportschema"
 	"orderd/reconcile"
 	"orderd/store"
 )

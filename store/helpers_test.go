@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/provider"
 	"orderd/receiver"
 	"orderd/store"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 )
 
 // TestRun_small runs what make bench-scale runs, at a small size: a

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
 )
 

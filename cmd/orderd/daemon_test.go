@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/internal/syncbuf"
-	"orderd/internal/testaddr"
+	"orderd/test/support/syncbuf"
+	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
 	"orderd/store"
 )

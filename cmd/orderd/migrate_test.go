@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
 )
 

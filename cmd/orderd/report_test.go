@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/reportschema"
+	"orderd/test/support/reportschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"

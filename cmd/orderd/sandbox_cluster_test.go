@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 )
 
 // TestSandbox_ClusterProcess runs the real binary's "sandbox -cluster",

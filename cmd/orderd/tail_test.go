@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/publish"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/syncbuf"
+	"orderd/test/support/syncbuf"
 )
 
 // parseReady reads PROVIDER_URL and PROVIDER_API_KEY from the output.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/provider"
 	"orderd/provider/providertest"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 )
 
 // leaseTTL is cluster.lease_ttl of the suite's instances. A lease write

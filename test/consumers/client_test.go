@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 )
 
 // TestClient_GeneratedPayin runs examples/client/node as its README

@@ -32,9 +32,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
-	"orderd/internal/syncbuf"
-	"orderd/internal/testbin"
+	"orderd/test/support/eventschema"
+	"orderd/test/support/syncbuf"
+	"orderd/test/support/testbin"
 )
 
 const (

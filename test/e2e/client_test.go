@@ -25,7 +25,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/test/support/eventschema"
 	"orderd/provider/providertest"
 )
 

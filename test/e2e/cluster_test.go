@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 	"orderd/store"
 )
 

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 )
 
 // proc is one started program. It is stopped by its PID: kill sends

@@ -24,7 +24,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"orderd/internal/testbin"
+	"orderd/test/support/testbin"
 	"orderd/provider/providertest"
 )
 

@@ -52,7 +52,7 @@ func TestModuleRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"go.mod", "cmd/orderd/main.go", "internal/testbin/testbin.go"} {
+	for _, want := range []string{"go.mod", "cmd/orderd/main.go", "test/support/testbin/testbin.go"} {
 		if !slices.Contains(files, filepath.Join(root, filepath.FromSlash(want))) {
 			t.Errorf("the module's sources lack %s", want)
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/test/support/eventschema"
 	"orderd/publish"
 	"orderd/store"
 )

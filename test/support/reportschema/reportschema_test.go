@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"orderd/api"
-	"orderd/internal/reportschema"
+	"orderd/test/support/reportschema"
 )
 
 func validator(t *testing.T) *reportschema.Validator {
@@ -25,7 +25,7 @@ func validator(t *testing.T) *reportschema.Validator {
 // hold the reporter to.
 func goldenReports(t *testing.T) map[string][]byte {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("..", "..", "reconcile", "testdata", "*.json"))
+	paths, err := filepath.Glob(filepath.Join("..", "..", "..", "reconcile", "testdata", "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

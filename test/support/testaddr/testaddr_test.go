@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"orderd/internal/testaddr"
+	"orderd/test/support/testaddr"
 )
 
 func TestLoopback(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"orderd/api"
-	"orderd/internal/eventschema"
+	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"orderd/internal/syncbuf"
+	"orderd/test/support/syncbuf"
 )
 
 // TestBuffer_concurrent: writes from several goroutines while another
