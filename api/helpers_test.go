@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/test/support/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/store"
+	"orderd/test/support/outboxcheck"
 )
 
 // testToken is the admin token of test servers that want one.

@@ -18,9 +18,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"orderd/test/support/testbin"
 	"orderd/provider/providertest"
 	"orderd/publish"
+	"orderd/test/support/testbin"
 )
 
 // Modes of orderd whose metrics a name is checked against.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"orderd/test/support/testaddr"
 	"orderd/publish"
+	"orderd/test/support/testaddr"
 )
 
 // clock is a settable clock safe for the connection's callback goroutines.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/test/support/syncbuf"
 	"orderd/publish"
+	"orderd/test/support/syncbuf"
 )
 
 func TestTail(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
-	"orderd/test/support/syncbuf"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/receiver"
 	"orderd/store"
+	"orderd/test/support/syncbuf"
 )
 
 // keys are generated once per test binary: RSA generation takes a

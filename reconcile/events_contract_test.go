@@ -14,12 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"orderd/api"
-	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/publish"
 	"orderd/reconcile"
 	"orderd/store"
+	"orderd/test/support/eventschema"
 )
 
 // TestEvents_everyTypeMatchesTheAsyncAPIDocument produces every event type

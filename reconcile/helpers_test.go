@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"orderd/test/support/outboxcheck"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"
 	"orderd/store"
+	"orderd/test/support/outboxcheck"
 )
 
 // clock is the injected clock every part of a test shares: the store, the

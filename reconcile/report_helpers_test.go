@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"orderd/test/support/reportschema"
 	"orderd/reconcile"
 	"orderd/store"
+	"orderd/test/support/reportschema"
 )
 
 var update = flag.Bool("update", false, "rewrite the report golden files in testdata/")

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"
+	"orderd/test/support/eventschema"
 )
 
 // uuid returns a random UUID-shaped string.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"orderd/test/support/testaddr"
 	"orderd/provider"
 	"orderd/receiver"
 	"orderd/store"
+	"orderd/test/support/testaddr"
 )
 
 // liveReceiver is the real receiver over a real store in a temporary directory,

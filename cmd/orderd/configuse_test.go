@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
+	"orderd/test/support/testaddr"
 )
 
 // hostConfig is docs/install.md's service config as ops read it on the host:

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/test/support/syncbuf"
-	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
 	"orderd/store"
+	"orderd/test/support/syncbuf"
+	"orderd/test/support/testaddr"
 )
 
 // daemonEnv is a temp config for a real daemon against the fake provider.

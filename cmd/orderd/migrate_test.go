@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"orderd/test/support/testaddr"
 	"orderd/provider/providertest"
+	"orderd/test/support/testaddr"
 )
 
 // TestMigrate_SaysWhatItApplied: a first migrate names every migration it

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/test/support/reportschema"
 	"orderd/provider"
 	"orderd/provider/providertest"
 	"orderd/reconcile"
 	"orderd/store"
+	"orderd/test/support/reportschema"
 )
 
 // checkReportSchema fails the test when a JSON report the command or the

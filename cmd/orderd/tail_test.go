@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"orderd/test/support/testaddr"
 	"orderd/publish"
+	"orderd/test/support/testaddr"
 )
 
 // TestTail_NATSOutage: orderd tail says on standard error when NATS goes

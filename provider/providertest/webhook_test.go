@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"orderd/test/support/testaddr"
 	"orderd/provider"
 	"orderd/provider/providertest"
+	"orderd/test/support/testaddr"
 )
 
 func parsePublicKey(t *testing.T, pemBytes []byte) crypto.PublicKey {

@@ -25,8 +25,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"orderd/api"
-	"orderd/test/support/eventschema"
 	"orderd/provider/providertest"
+	"orderd/test/support/eventschema"
 )
 
 // streamName is the JetStream stream orderd publishes to (its default).

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"orderd/test/support/testaddr"
 	"orderd/store"
+	"orderd/test/support/testaddr"
 )
 
 // leaseTTL is cluster.lease_ttl in these tests.

@@ -24,8 +24,8 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"orderd/test/support/testbin"
 	"orderd/provider/providertest"
+	"orderd/test/support/testbin"
 )
 
 // The daemon is shared by the package's tests, which run one after another

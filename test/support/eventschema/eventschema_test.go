@@ -10,10 +10,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"orderd/api"
-	"orderd/test/support/eventschema"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"
+	"orderd/test/support/eventschema"
 )
 
 const orderJSON = `{"id":"0b7e6f4e-1f8a-4c55-9d1e-2a3b4c5d6e7f","merchantOrderId":"m-1","type":"payin",

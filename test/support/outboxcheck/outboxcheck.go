@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"orderd/api"
-	"orderd/test/support/eventschema"
 	"orderd/publish"
 	"orderd/store"
+	"orderd/test/support/eventschema"
 )
 
 var (
