@@ -17,12 +17,19 @@
 //     HTML (time and size), and the daemon's peak RSS after them;
 //   - "orderd backup" and "orderd migrate" on the database.
 //
-// With -keep the database stays in -dir for another run (-dir an existing
+// With -scenario busy the database is instead a busy day's last minutes:
+// -size orders arriving through the same write path with the real clock,
+// one webhook each, then every body delivered once more (byte-identical
+// repeats), and the daemon started right after, so the dashboard's
+// windows hold the whole burst; the reports of the span are not timed
+// there (the month measures them).
+//
+// With -dir the database stays there for another run (-dir an existing
 // database is measured without being rebuilt).
 //
 // Usage:
 //
-//	orderd-scale -orderd bin/orderd [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//	orderd-scale -orderd bin/orderd [-scenario month|busy] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
 //
 // Exit status: 0 after a run, 1 when a step failed, 2 on a usage error.
 package main
@@ -50,13 +57,14 @@ func main() {
 
 // options are the command line's.
 type options struct {
-	orderd  string
-	size    int
-	days    int
-	dir     string
-	runs    int
-	workers int
-	build   bool
+	orderd   string
+	scenario string
+	size     int
+	days     int
+	dir      string
+	runs     int
+	workers  int
+	build    bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -64,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "the orderd binary to measure")
+	fs.StringVar(&o.scenario, "scenario", scenarioMonth, "month: orders created over -days days, ending now; busy: -size orders and as many repeats arriving in the minutes before the measurement")
 	fs.IntVar(&o.size, "size", 1_000_000, "orders in the database")
 	fs.IntVar(&o.days, "days", 30, "days over which the orders were created")
 	fs.StringVar(&o.dir, "dir", "", "directory of the database (kept); empty means a temporary one, removed after")
@@ -75,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" {
 		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs and -workers at least 1, -build-only needs -dir, and no arguments")
+		return 2
+	}
+	if o.scenario != scenarioMonth && o.scenario != scenarioBusy {
+		fmt.Fprintf(stderr, "orderd-scale: -scenario must be %s or %s, not %q\n", scenarioMonth, scenarioBusy, o.scenario)
 		return 2
 	}
 	if err := measure(ctx, o, stdout, stderr); err != nil {
@@ -120,12 +133,21 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, spanFile), []byte(start.Format(time.RFC3339)+"/"+end.Format(time.RFC3339)+"\n"), 0o600); err != nil {
 			return err
 		}
-		st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
-		if err != nil {
-			return fmt.Errorf("build: %w", err)
+		if o.scenario == scenarioBusy {
+			st, err := buildBusy(ctx, db, o.size, o.workers, progress)
+			if err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+			fmt.Fprintf(stdout, "built a busy day: %d orders and as many repeats (%d applies) through the write path in the last %s: %.0f applies/s\n",
+				o.size, st.Applies, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
+		} else {
+			st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
+			if err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+			fmt.Fprintf(stdout, "built %d orders (%d applies, %d findings, %d balance snapshots) through the write path in %s: %.0f applies/s\n",
+				o.size, st.Applies, st.Findings, st.Snapshots, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
 		}
-		fmt.Fprintf(stdout, "built %d orders (%d applies, %d findings, %d balance snapshots) through the write path in %s: %.0f applies/s\n",
-			o.size, st.Applies, st.Findings, st.Snapshots, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
 	}
 
 	if o.build {
@@ -178,15 +200,16 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	periods := []struct {
+	type period struct {
 		name     string
 		from, to time.Time
-	}{{fmt.Sprintf("the %gh span", end.Sub(start).Round(time.Hour).Hours()), start, end}}
-	if end.Sub(start) > 24*time.Hour {
-		periods = append(periods, struct {
-			name     string
-			from, to time.Time
-		}{"last 24h", end.Add(-24 * time.Hour), end})
+	}
+	var periods []period
+	if o.scenario == scenarioMonth { // the busy day's reports are the month's, smaller
+		periods = append(periods, period{fmt.Sprintf("the %gh span", end.Sub(start).Round(time.Hour).Hours()), start, end})
+	}
+	if o.scenario == scenarioMonth && end.Sub(start) > 24*time.Hour {
+		periods = append(periods, period{"last 24h", end.Add(-24 * time.Hour), end})
 	}
 	for _, p := range periods {
 		rs, err := reports(ctx, d.admin, p.from, p.to)
@@ -217,6 +240,12 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see make bench-snapshot")
 	return nil
 }
+
+// The scenarios of -scenario.
+const (
+	scenarioMonth = "month"
+	scenarioBusy  = "busy"
+)
 
 // spanFile, in -dir, records the span of the orders built there.
 const spanFile = "span.txt"
