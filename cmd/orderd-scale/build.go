@@ -291,45 +291,60 @@ func build(ctx context.Context, path string, cfg buildConfig, progress io.Writer
 	return stats, nil
 }
 
+// busySpan is how long the busy day's burst of distinct orders lasts.
+const busySpan = 5 * time.Minute
+
 // buildBusy builds a busy day's last minutes through the store's write
-// path with the real clock: size orders, each arriving as one webhook in
-// its final status (distinct bodies, created as they arrive), applied by
-// many callers at once, then every body delivered once more
-// (byte-identical repeats, as a provider retrying deliveries it thinks
-// lost). The orders' times are the moments they were applied, so the
-// dashboard's windows of the last 5 and 60 minutes, opened right after,
-// hold the whole burst. Every event is marked published: the relay keeps
-// up with this rate (see make bench-daemon).
+// path: size orders, each arriving as one webhook in its final status
+// (distinct bodies), their times spread evenly over the busySpan before
+// the build starts, applied by many callers at once; then every body
+// delivered once more (byte-identical repeats, as a provider retrying
+// deliveries it thinks lost), at the real time of the build. Measured
+// right after, the dashboard's window of the last 5 minutes starts inside
+// the burst, on one of its minutes (size/5 orders a minute) for as long as
+// the build takes less than busySpan, and the hour's holds all of it.
+// Every event is marked published: the relay keeps up with this rate (see
+// make bench-daemon).
 func buildBusy(ctx context.Context, path string, size, workers int, progress io.Writer) (buildStats, error) {
-	st, err := store.Open(ctx, path, store.Options{})
+	t0 := time.Now()
+	start := t0.Add(-busySpan)
+	step := busySpan / time.Duration(max(size, 1))
+	var clock atomic.Int64
+	clock.Store(start.UnixMilli())
+	st, err := store.Open(ctx, path, store.Options{Now: func() time.Time { return time.UnixMilli(clock.Load()).UTC() }})
 	if err != nil {
 		return buildStats{}, err
 	}
-	t0 := time.Now()
-	bodies := make([][]byte, size)
+	// Order i's body, the same bytes each time it is asked for.
+	body := func(i int) ([]byte, time.Time) {
+		at := start.Add(time.Duration(i) * step)
+		return webhookBody(i, orderStatus(i), at, false), at
+	}
 	var (
 		applies  atomic.Int64
 		firstErr error
 		errOnce  sync.Once
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
-	// pass applies body(i) for every i by workers callers; body is called
-	// by the callers, so generating the bodies is spread over them too.
-	pass := func(name string, body func(i int) []byte) {
+	// pass applies next(i), a body and its time, for every i by workers
+	// callers, which generate the bodies too.
+	pass := func(name string, next func(i int) ([]byte, time.Time)) {
 		var (
-			next atomic.Int64
-			wg   sync.WaitGroup
+			taken atomic.Int64
+			wg    sync.WaitGroup
 		)
 		for range max(workers, 1) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for {
-					i := int(next.Add(1) - 1)
+					i := int(taken.Add(1) - 1)
 					if i >= size || ctx.Err() != nil {
 						return
 					}
-					ob, err := observation(body(i), time.Now())
+					b, at := next(i)
+					clock.Store(at.UnixMilli())
+					ob, err := observation(b, at)
 					if err == nil {
 						_, err = st.Apply(ctx, ob)
 					}
@@ -346,12 +361,12 @@ func buildBusy(ctx context.Context, path string, size, workers int, progress io.
 		}
 		wg.Wait()
 	}
-	pass("busy day, distinct webhooks", func(i int) []byte {
-		bodies[i] = webhookBody(i, orderStatus(i), time.Now(), false)
-		return bodies[i]
-	})
+	pass("busy day, distinct webhooks", body)
 	if firstErr == nil && ctx.Err() == nil {
-		pass("busy day, repeats", func(i int) []byte { return bodies[i] })
+		pass("busy day, repeats", func(i int) ([]byte, time.Time) {
+			b, _ := body(i)
+			return b, time.Now()
+		})
 	}
 	if firstErr == nil {
 		firstErr = ctx.Err()
