@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,35 +292,21 @@ func build(ctx context.Context, path string, cfg buildConfig, progress io.Writer
 	return stats, nil
 }
 
-// busySpan is how long the busy day's burst of distinct orders lasts.
-const busySpan = 5 * time.Minute
-
 // buildBusy builds a busy day's last minutes through the store's write
-// path: size orders, each arriving as one webhook in its final status
-// (distinct bodies), their times spread evenly over the busySpan before
-// the build starts, applied by many callers at once; then every body
-// delivered once more (byte-identical repeats, as a provider retrying
-// deliveries it thinks lost), at the real time of the build. Measured
-// right after, the dashboard's window of the last 5 minutes starts inside
-// the burst, on one of its minutes (size/5 orders a minute) for as long as
-// the build takes less than busySpan, and the hour's holds all of it.
-// Every event is marked published: the relay keeps up with this rate (see
-// make bench-daemon).
-func buildBusy(ctx context.Context, path string, size, workers int, progress io.Writer) (buildStats, error) {
-	t0 := time.Now()
-	start := t0.Add(-busySpan)
-	step := busySpan / time.Duration(max(size, 1))
-	var clock atomic.Int64
-	clock.Store(start.UnixMilli())
-	st, err := store.Open(ctx, path, store.Options{Now: func() time.Time { return time.UnixMilli(clock.Load()).UTC() }})
+// path with the real clock: size orders, each arriving as one webhook in
+// its final status (distinct bodies, created as they arrive), applied by
+// many callers at once, then every body delivered once more
+// (byte-identical repeats, as a provider retrying deliveries it thinks
+// lost). It returns, besides what it did, when the first and the last
+// distinct order arrived. Every event is marked published: the relay
+// keeps up with this rate (see make bench-daemon).
+func buildBusy(ctx context.Context, path string, size, workers int, progress io.Writer) (buildStats, time.Time, time.Time, error) {
+	st, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
-		return buildStats{}, err
+		return buildStats{}, time.Time{}, time.Time{}, err
 	}
-	// Order i's body, the same bytes each time it is asked for.
-	body := func(i int) ([]byte, time.Time) {
-		at := start.Add(time.Duration(i) * step)
-		return webhookBody(i, orderStatus(i), at, false), at
-	}
+	t0 := time.Now()
+	created := make([]int64, size) // unix ms: a repeat's body is its first's
 	var (
 		applies  atomic.Int64
 		firstErr error
@@ -328,7 +315,7 @@ func buildBusy(ctx context.Context, path string, size, workers int, progress io.
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	// pass applies next(i), a body and its time, for every i by workers
 	// callers, which generate the bodies too.
-	pass := func(name string, next func(i int) ([]byte, time.Time)) {
+	pass := func(name string, next func(i int, now time.Time) []byte) {
 		var (
 			taken atomic.Int64
 			wg    sync.WaitGroup
@@ -342,9 +329,8 @@ func buildBusy(ctx context.Context, path string, size, workers int, progress io.
 					if i >= size || ctx.Err() != nil {
 						return
 					}
-					b, at := next(i)
-					clock.Store(at.UnixMilli())
-					ob, err := observation(b, at)
+					now := time.Now()
+					ob, err := observation(next(i, now), now)
 					if err == nil {
 						_, err = st.Apply(ctx, ob)
 					}
@@ -361,11 +347,14 @@ func buildBusy(ctx context.Context, path string, size, workers int, progress io.
 		}
 		wg.Wait()
 	}
-	pass("busy day, distinct webhooks", body)
+	pass("busy day, distinct webhooks", func(i int, now time.Time) []byte {
+		created[i] = now.UnixMilli()
+		return webhookBody(i, orderStatus(i), now, false)
+	})
+	first, last := time.UnixMilli(slices.Min(created)).UTC(), time.UnixMilli(slices.Max(created)).UTC()
 	if firstErr == nil && ctx.Err() == nil {
-		pass("busy day, repeats", func(i int) ([]byte, time.Time) {
-			b, _ := body(i)
-			return b, time.Now()
+		pass("busy day, repeats", func(i int, _ time.Time) []byte {
+			return webhookBody(i, orderStatus(i), time.UnixMilli(created[i]), false)
 		})
 	}
 	if firstErr == nil {
@@ -373,19 +362,19 @@ func buildBusy(ctx context.Context, path string, size, workers int, progress io.
 	}
 	if firstErr != nil {
 		st.Close(ctx)
-		return buildStats{}, firstErr
+		return buildStats{}, first, last, firstErr
 	}
-	var last int64
-	if err := st.DB().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM outbox`).Scan(&last); err != nil {
+	var seq int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM outbox`).Scan(&seq); err != nil {
 		st.Close(ctx)
-		return buildStats{}, err
+		return buildStats{}, first, last, err
 	}
-	if err := st.MarkPublishedThrough(ctx, last); err != nil {
+	if err := st.MarkPublishedThrough(ctx, seq); err != nil {
 		st.Close(ctx)
-		return buildStats{}, err
+		return buildStats{}, first, last, err
 	}
 	if err := st.Close(ctx); err != nil {
-		return buildStats{}, err
+		return buildStats{}, first, last, err
 	}
-	return buildStats{Applies: applies.Load(), Elapsed: time.Since(t0)}, nil
+	return buildStats{Applies: applies.Load(), Elapsed: time.Since(t0)}, first, last, nil
 }

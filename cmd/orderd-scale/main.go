@@ -18,19 +18,20 @@
 //   - "orderd backup" and "orderd migrate" on the database.
 //
 // With -scenario busy the database is instead a busy day's last minutes:
-// -size orders through the same write path, one webhook each, their times
-// spread over the 5 minutes before the build, then every body delivered
-// once more (byte-identical repeats) at the build's real time, and the
-// daemon started right after, so the dashboard's window of the last 5
-// minutes starts inside the burst and the hour's holds all of it; the
-// reports are not timed there (the month measures them).
+// -size orders arriving through the same write path as fast as it takes
+// them, with the real clock, one webhook each, then every body delivered
+// once more (byte-identical repeats); the requests are timed once the
+// dashboard's window of the last 5 minutes starts in the middle of that
+// burst (-wait; at once when that moment has passed), when its first
+// minute holds the most rows, and the hour's holds all of it. The reports
+// are not timed there (the month measures them).
 //
 // With -dir the database stays there for another run (-dir an existing
 // database is measured without being rebuilt).
 //
 // Usage:
 //
-//	orderd-scale -orderd bin/orderd [-scenario month|busy] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//	orderd-scale -orderd bin/orderd [-scenario month|busy] [-wait=false] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
 //
 // Exit status: 0 after a run, 1 when a step failed, 2 on a usage error.
 package main
@@ -66,6 +67,7 @@ type options struct {
 	runs     int
 	workers  int
 	build    bool
+	wait     bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -79,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.dir, "dir", "", "directory of the database (kept); empty means a temporary one, removed after")
 	fs.IntVar(&o.runs, "runs", 5, "times each interactive request is made (the median is printed)")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent callers of the write path while building")
+	fs.BoolVar(&o.wait, "wait", true, "busy: before timing the requests, wait until the dashboard's 5-minute window starts in the middle of the burst")
 	fs.BoolVar(&o.build, "build-only", false, "build the database in -dir and stop (to measure it later, or another binary on it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -135,12 +138,17 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 			return err
 		}
 		if o.scenario == scenarioBusy {
-			st, err := buildBusy(ctx, db, o.size, o.workers, progress)
+			st, first, last, err := buildBusy(ctx, db, o.size, o.workers, progress)
 			if err != nil {
 				return fmt.Errorf("build: %w", err)
 			}
-			fmt.Fprintf(stdout, "built a busy day: %d orders over the %s before the build, then as many repeats (%d applies through the write path in %s: %.0f applies/s)\n",
-				o.size, busySpan, st.Applies, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
+			// The burst's span, for the wait below and a later run's.
+			start, end = first, last
+			if err := os.WriteFile(filepath.Join(dir, spanFile), []byte(start.Format(time.RFC3339)+"/"+end.Format(time.RFC3339)+"\n"), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "built a busy day: %d orders in %s, then as many repeats (%d applies through the write path in %s: %.0f applies/s)\n",
+				o.size, last.Sub(first).Round(time.Second), st.Applies, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
 		} else {
 			st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
 			if err != nil {
@@ -174,6 +182,24 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 		fmt.Fprintf(stdout, "  %-28s %8.1f MiB  %6.0f bytes per order\n", n, float64(sz.Tables[n])/(1<<20), perOrder(sz.Tables[n]))
 	}
 
+	if o.scenario == scenarioBusy && o.wait {
+		// A person opens the dashboard a few minutes after the burst: its
+		// window of the last 5 minutes then starts inside it, where a
+		// minute holds the most rows. Wait for that moment, if it is
+		// still to come.
+		at := start.Add(end.Sub(start)/2 + 5*time.Minute)
+		if d := time.Until(at); d > 0 {
+			fmt.Fprintf(progress, "waiting %s, until the dashboard's 5-minute window starts in the middle of the burst\n", d.Round(time.Second))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		fmt.Fprintf(stdout, "the burst: %s to %s; the requests timed from %s (the 5-minute window from %s)\n",
+			start.Format(time.TimeOnly), end.Format(time.TimeOnly), time.Now().UTC().Format(time.TimeOnly),
+			time.Now().UTC().Add(-5*time.Minute).Format(time.TimeOnly))
+	}
 	cfg, err := writeConfig(dir, db)
 	if err != nil {
 		return err
