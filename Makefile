@@ -228,13 +228,18 @@ bench-snapshot:
 ## each request a person opens (median of 5), the reports of the span and of
 ## its last day, backup and migrate (cmd/orderd-scale). SCALE_DIR keeps the
 ## database (and measures an existing one without rebuilding it); building
-## 1,000,000 orders takes minutes and about 4 GB of disk.
+## 1,000,000 orders takes minutes and about 4 GB of disk. Then a busy day:
+## BUSY_SIZE orders (default 300,000) arriving in the 5 minutes before, and
+## as many byte-identical repeats, the same requests timed right after
+## (BUSY_SIZE=0 skips it; SCALE_DIR keeps it in SCALE_DIR/busy).
 SIZE      ?= 1000000
 DAYS      ?= 30
 SCALE_DIR ?=
+BUSY_SIZE ?= 300000
 bench-scale: build
 	$(GO) build -o bin/orderd-scale ./cmd/orderd-scale
 	bin/orderd-scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) $(if $(SCALE_DIR),-dir $(SCALE_DIR))
+	$(if $(filter-out 0,$(BUSY_SIZE)),bin/orderd-scale -orderd bin/orderd -scenario busy -size $(BUSY_SIZE) $(if $(SCALE_DIR),-dir $(SCALE_DIR)/busy))
 
 ## bench-migrate: an upgrade on a database of SIZE orders (built as for
 ## bench-scale, or the one kept in SCALE_DIR): every order's report columns

@@ -59,11 +59,10 @@ type DashboardConfig struct {
 	Version string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Started is when orderd started; zero means long ago. A rate over a
-	// window longer than the time since counts and divides over that time
-	// only: a window's minutes before the start saw no traffic and would
-	// dilute the rate, and deliveries an earlier run stored would inflate
-	// it.
+	// Started is when orderd started; zero means long ago. A window
+	// longer than the time since starts on the minute orderd started,
+	// and its rate divides by the time from then: a window's minutes
+	// before the start saw no traffic and would dilute the rate.
 	Started time.Time
 	// Logger receives the dashboard's log lines; nil discards them.
 	Logger *slog.Logger
@@ -146,10 +145,12 @@ type dashboardPage struct {
 	Ready   bool
 	Checks  []checkResult
 
+	// Windows head the rates' columns: each window's start and length.
+	Windows  []rateWindow
 	Rates    []rateRow
 	RatesErr string
 	// Uptime, when set, is how long orderd has been up, shorter than a
-	// window of the rates: those windows are over it.
+	// window of the rates: those windows start on the minute it started.
 	Uptime string
 
 	Backlog    int64
@@ -187,6 +188,12 @@ type dashboardPage struct {
 type checkResult struct {
 	Name, Result string
 	OK           bool
+}
+
+// rateWindow is a column of the rates: its name, the time of day (UTC)
+// it starts, on a whole minute, and how long it is up to now.
+type rateWindow struct {
+	Label, From, Span string
 }
 
 // rateRow is one kind of traffic over each window.
@@ -300,13 +307,24 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	webhooks, events := rateRow{Name: "webhooks"}, rateRow{Name: "events"}
-	for _, win := range []time.Duration{5 * time.Minute, time.Hour} {
-		span := win
-		if up := now.Sub(d.cfg.Started); !d.cfg.Started.IsZero() && up < win {
-			span = max(up, time.Second)
-			p.Uptime = span.Truncate(time.Second).String()
+	for _, win := range []struct {
+		label string
+		d     time.Duration
+	}{{"last 5 min", 5 * time.Minute}, {"last 60 min", time.Hour}} {
+		// The counters count whole minutes: a window starts on the
+		// minute its length ago falls in (so it holds a little more than
+		// its length), or on orderd's start's minute when that is later,
+		// and the rate divides by the time it holds.
+		since := now.Add(-win.d)
+		if up := now.Sub(d.cfg.Started); !d.cfg.Started.IsZero() && up < win.d {
+			since = d.cfg.Started
+			p.Uptime = up.Truncate(time.Second).String()
 		}
-		a, err := d.cfg.Store.Activity(ctx, now.Add(-span))
+		from := store.ActivityFrom(since)
+		span := max(now.Sub(from), time.Second)
+		p.Windows = append(p.Windows, rateWindow{Label: win.label, From: from.Format("15:04"),
+			Span: span.Truncate(time.Second).String()})
+		a, err := d.cfg.Store.Activity(ctx, since)
 		if err != nil {
 			p.RatesErr = err.Error()
 			break

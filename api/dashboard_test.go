@@ -14,6 +14,8 @@ import (
 
 	"orderd/api"
 	"orderd/provider"
+	"orderd/provider/providertest"
+	"orderd/receiver"
 	"orderd/store"
 )
 
@@ -189,4 +191,115 @@ func TestDashboard_ServeHTTP(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDashboard_busyTraffic: the rates a person reads after a burst of
+// real webhooks (signed, posted to the receiver, stored in a real SQLite
+// database), each delivered twice, and a change of state for some: the
+// counts are the distinct bodies stored and the events queued from the
+// start of each window's minute, held to a plain count of the stored rows,
+// and each column says where its window starts and how long it is; the
+// repeats are answered 200 and not counted again.
+func TestDashboard_busyTraffic(t *testing.T) {
+	ck := &reportClock{}
+	ck.set("2026-11-02T00:00:00Z")
+	st := openStore(t, store.Options{Now: ck.Now})
+	key, _, err := providertest.GenerateKey("rsa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := provider.NewVerifier(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhooks := receiver.New(receiver.Config{}, receiver.Deps{Store: st, Verifier: verifier, Now: ck.Now})
+	post := func(body []byte) {
+		t.Helper()
+		sig, err := providertest.Sign(key, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, receiver.DefaultPath, strings.NewReader(string(body)))
+		req.RemoteAddr = "192.0.2.1:41000"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Signature", sig)
+		rec := httptest.NewRecorder()
+		webhooks.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("webhook answered %d: %s", rec.Code, rec.Body)
+		}
+	}
+	n := 0
+	// deliver posts a new order's processing webhook at the given time,
+	// then the same bytes again, and, when complete, its completion (a
+	// second body, a change) and that again.
+	deliver := func(at string, complete bool) {
+		t.Helper()
+		ck.set(at)
+		n++
+		id, mid := fmt.Sprintf("0d000000-0000-4000-8000-%012d", n), fmt.Sprintf("busy-%d", n)
+		processing := reportOrder(id, mid, "payin", "processing", at, "10.00", "9.70", "brl", "")
+		post(processing)
+		post(processing)
+		if complete {
+			done := reportOrder(id, mid, "payin", "completed", at, "10.00", "9.70", "brl", at)
+			post(done)
+			post(done)
+		}
+	}
+	deliver("2026-11-01T22:59:59Z", true) // before both windows
+	deliver("2026-11-01T23:00:00Z", true) // the first second of the hour's
+	deliver("2026-11-01T23:54:59Z", false)
+	deliver("2026-11-01T23:55:00Z", false) // the first second of the 5 minutes'
+	deliver("2026-11-01T23:55:39Z", true)  // before now-5m, in its minute
+	for i := range 150 {                   // a burst in the last minute
+		deliver(fmt.Sprintf("2026-11-02T00:00:%02dZ", 10+i%25), i%3 == 0)
+	}
+	ck.set("2026-11-02T00:00:40Z")
+
+	dash, err := api.NewDashboard(api.DashboardConfig{Store: st, Now: ck.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	dash.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	html := rec.Body.String()
+
+	// The oracle: the rows stored, counted from each window's minute.
+	from5, from60 := time.Date(2026, 11, 1, 23, 55, 0, 0, time.UTC), time.Date(2026, 11, 1, 23, 0, 0, 0, time.UTC)
+	countFrom := func(query string, from time.Time) int64 {
+		var c int64
+		if err := st.DB().QueryRow(query, from.UnixMilli()).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const hooks, events = `SELECT count(*) FROM webhook_deliveries WHERE first_received_at >= ?`, `SELECT count(*) FROM outbox WHERE created_at >= ?`
+	w5, w60 := countFrom(hooks, from5), countFrom(hooks, from60)
+	e5, e60 := countFrom(events, from5), countFrom(events, from60)
+	// By construction: 150 orders of the burst with 50 completions, and
+	// the three orders since 23:55 (one completed) in the 5 minutes; the
+	// orders from 23:00 on in the hour. The repeats add nothing.
+	if w5 != 150+50+2+1 || w60 != w5+1+2 || e5 != w5 || e60 != w60 {
+		t.Fatalf("stored: %d and %d webhooks, %d and %d events: the fixture is not what this test reads", w5, w60, e5, e60)
+	}
+	cell := func(c int64, span time.Duration) string {
+		h := c * 100 * 60 / int64(span/time.Second)
+		return fmt.Sprintf(`<td class="num">%d <span class="muted">(%d.%02d/min)</span></td>`, c, h/100, h%100)
+	}
+	span5, span60 := 5*time.Minute+40*time.Second, time.Hour+40*time.Second
+	for _, want := range []string{
+		`<th class="num">last 5 min <span class="muted">(from 23:55, 5m40s)</span></th>`,
+		`<th class="num">last 60 min <span class="muted">(from 23:00, 1h0m40s)</span></th>`,
+		`<tr><td>webhooks</td>` + cell(w5, span5) + cell(w60, span60) + `</tr>`,
+		`<tr><td>events</td>` + cell(e5, span5) + cell(e60, span60) + `</tr>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		i := strings.Index(html, `id="rates"`)
+		t.Logf("the rates as shown:\n%s", html[i:min(i+1200, len(html))])
+	}
 }

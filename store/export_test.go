@@ -39,9 +39,6 @@ func RequestPlans(ctx context.Context, s *Store) (map[string][]string, error) {
 	}
 	qs := map[string]q{
 		"activity":            {activityQuery, []any{0}},
-		"activity range":      {`SELECT count(*) FROM order_history WHERE id >= ? AND id < ? AND body_sha256 IS NOT NULL`, []any{1, 2}},
-		"activity key":        {`SELECT id, observed_at FROM order_history WHERE id >= ? ORDER BY id LIMIT 1`, []any{1}},
-		"activity bounds":     {keyBoundsQuery("order_history", "id"), nil},
 		"recent orders":       {recentOrdersQuery, []any{20}},
 		"order by provider":   {orderByProviderIDQuery, []any{"x"}},
 		"orders by prefix":    {ordersByPrefixQuery, []any{"a", "a\xff", 20}},

@@ -26,10 +26,9 @@ func TestStore_RequestPlans(t *testing.T) {
 		// The open findings are their own partial index.
 		"open finding counts": {"SCAN findings USING INDEX findings_open", "SCAN findings USING COVERING INDEX findings_open"},
 		// The cursor is a table of one row.
-		"outbox stats":    {"SCAN CONSTANT ROW", "SCAN outbox_cursor"},
-		"activity bounds": {"SCAN CONSTANT ROW"},
-		"odd status":      {"SCAN CONSTANT ROW"},
-		"odd type":        {"SCAN CONSTANT ROW"},
+		"outbox stats": {"SCAN CONSTANT ROW", "SCAN outbox_cursor"},
+		"odd status":   {"SCAN CONSTANT ROW"},
+		"odd type":     {"SCAN CONSTANT ROW"},
 	}
 	// A filtered listing walks the orders by row id up to a bound (see
 	// store.OrdersPage), however few match.

@@ -578,51 +578,33 @@ type Activity struct {
 	Events int64
 }
 
-// Activity counts the webhooks and events of the window [since, now).
-// The whole minutes after since's minute are summed from the per-minute
-// counters the write path keeps (activity_minutes, see migration 0008),
-// at most an hour of rows for the dashboard's windows; the rows of since's
-// own minute from since on are counted exactly in the tables, found by
-// their integer keys, which grow with time: a binary search and a range
-// count of at most a minute of rows. A row committed slightly out of time
-// order may be counted on the wrong side of since, which a rate display
-// can bear. Nothing here grows with the size of the database.
+// ActivityFrom is the start of the window Activity counts for since: the
+// start of since's minute, the finest the counters divide.
+func ActivityFrom(since time.Time) time.Time {
+	return time.UnixMilli(minuteOf(since.UnixMilli()) * 60000).UTC()
+}
+
+// Activity counts the webhooks and events from the start of since's
+// minute (ActivityFrom) on, summed from the per-minute counters the write
+// path keeps (activity_minutes, see migration 0008): at most 61 rows for
+// the dashboard's windows, read along the table's primary key, however
+// many webhooks those minutes saw. The window starts on a whole minute
+// because the counters cannot split one: counting the rows of since's own
+// minute in the tables instead read up to a minute of a busy day's rows
+// (hundreds of thousands) on every page view. The caller divides by the
+// window it gets, from ActivityFrom(since) to now.
 func (s *Store) Activity(ctx context.Context, since time.Time) (Activity, error) {
-	at := since.UnixMilli()
-	minute := at / 60000
-	if at < 0 && at%60000 != 0 {
-		minute-- // floor, for a since before 1970
-	}
 	var a Activity
-	err := s.rdb.QueryRowContext(ctx, activityQuery, minute).Scan(&a.Webhooks, &a.Events)
+	err := s.rdb.QueryRowContext(ctx, activityQuery, minuteOf(since.UnixMilli())).Scan(&a.Webhooks, &a.Events)
 	if err != nil {
 		return Activity{}, fmt.Errorf("activity: %w", err)
-	}
-	// [since, end of its minute): the part of the window the counters
-	// cannot split.
-	next := (minute + 1) * 60000
-	for _, c := range []struct {
-		n                         *int64
-		table, key, timeCol, cond string
-	}{
-		// A webhook body is kept in the history row of the state it
-		// brought, or else in deliveries (see the webhook_deliveries view).
-		{&a.Webhooks, "order_history", "id", "observed_at", "body_sha256 IS NOT NULL"},
-		{&a.Webhooks, "deliveries", "id", "first_received_at", ""},
-		{&a.Events, "outbox", "seq", "created_at", ""},
-	} {
-		n, err := s.countBetween(ctx, c.table, c.key, c.timeCol, c.cond, at, next)
-		if err != nil {
-			return Activity{}, fmt.Errorf("activity: %s: %w", c.table, err)
-		}
-		*c.n += n
 	}
 	return a, nil
 }
 
-// activityQuery sums the counters of the minutes after the given one,
-// along the table's primary key.
-const activityQuery = `SELECT coalesce(sum(webhooks), 0), coalesce(sum(events), 0) FROM activity_minutes WHERE minute > ?`
+// activityQuery sums the counters from the given minute on, along the
+// table's primary key.
+const activityQuery = `SELECT coalesce(sum(webhooks), 0), coalesce(sum(events), 0) FROM activity_minutes WHERE minute >= ?`
 
 // ActivityPlan returns SQLite's query plan for the counters' sum, one line
 // per step, for tests that check it reads a range of the primary key.
@@ -649,79 +631,6 @@ func (s *Store) queryPlan(ctx context.Context, query string, args ...any) ([]str
 		plan = append(plan, detail)
 	}
 	return plan, rows.Err()
-}
-
-// countBetween counts the rows of table whose timeCol is in [from, to),
-// assuming timeCol grows with the integer key, and that match where when
-// it is not empty. table, key, timeCol and where are constants of this
-// package, never input.
-func (s *Store) countBetween(ctx context.Context, table, key, timeCol, where string, from, to int64) (int64, error) {
-	lo, err := s.firstKeyAt(ctx, table, key, timeCol, from)
-	if err != nil || lo < 0 {
-		return 0, err
-	}
-	hi, err := s.firstKeyAt(ctx, table, key, timeCol, to)
-	if err != nil {
-		return 0, err
-	}
-	q := `SELECT count(*) FROM ` + table + ` WHERE ` + key + ` >= ?`
-	args := []any{lo}
-	if hi >= 0 {
-		q += ` AND ` + key + ` < ?`
-		args = append(args, hi)
-	}
-	if where != "" {
-		q += ` AND ` + where
-	}
-	var n int64
-	err = s.rdb.QueryRowContext(ctx, q, args...).Scan(&n)
-	return n, err
-}
-
-// keyBoundsQuery reads a table's smallest and largest key. Two subqueries:
-// SQLite answers a lone min() or max() from one end of the key, but a
-// query asking both reads the whole table (or an index of it).
-func keyBoundsQuery(table, key string) string {
-	return `SELECT (SELECT min(` + key + `) FROM ` + table + `), (SELECT max(` + key + `) FROM ` + table + `)`
-}
-
-// firstKeyAt returns the key of the first row whose timeCol is at or
-// after at, by a binary search over the keys, or -1 when there is none.
-func (s *Store) firstKeyAt(ctx context.Context, table, key, timeCol string, at int64) (int64, error) {
-	var lo, hi sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, keyBoundsQuery(table, key)).Scan(&lo, &hi); err != nil {
-		return 0, err
-	}
-	if !lo.Valid {
-		return -1, nil
-	}
-	// timeAt returns the key and time of the first row at or after k.
-	timeAt := func(k int64) (int64, int64, error) {
-		var id, t int64
-		err := s.rdb.QueryRowContext(ctx, `SELECT `+key+`, `+timeCol+` FROM `+table+` WHERE `+key+` >= ? ORDER BY `+key+` LIMIT 1`, k).Scan(&id, &t)
-		return id, t, err
-	}
-	_, last, err := timeAt(hi.Int64)
-	if err != nil {
-		return 0, err
-	}
-	if last < at {
-		return -1, nil
-	}
-	l, h := lo.Int64, hi.Int64
-	for l < h {
-		mid := l + (h-l)/2
-		id, t, err := timeAt(mid)
-		if err != nil {
-			return 0, err
-		}
-		if t >= at {
-			h = mid // no row lies in [mid, id), so mid counts from the same row
-		} else {
-			l = id + 1
-		}
-	}
-	return l, nil
 }
 
 // The dashboard's order queries. Each walks an index and stops at its

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,4 +290,91 @@ func build(ctx context.Context, path string, cfg buildConfig, progress io.Writer
 	}
 	stats.Elapsed = time.Since(t0)
 	return stats, nil
+}
+
+// buildBusy builds a busy day's last minutes through the store's write
+// path with the real clock: size orders, each arriving as one webhook in
+// its final status (distinct bodies, created as they arrive), applied by
+// many callers at once, then every body delivered once more
+// (byte-identical repeats, as a provider retrying deliveries it thinks
+// lost). It returns, besides what it did, when the first and the last
+// distinct order arrived. Every event is marked published: the relay
+// keeps up with this rate (see make bench-daemon).
+func buildBusy(ctx context.Context, path string, size, workers int, progress io.Writer) (buildStats, time.Time, time.Time, error) {
+	st, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return buildStats{}, time.Time{}, time.Time{}, err
+	}
+	t0 := time.Now()
+	created := make([]int64, size) // unix ms: a repeat's body is its first's
+	var (
+		applies  atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+	)
+	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	// pass applies next(i), a body and its time, for every i by workers
+	// callers, which generate the bodies too.
+	pass := func(name string, next func(i int, now time.Time) []byte) {
+		var (
+			taken atomic.Int64
+			wg    sync.WaitGroup
+		)
+		for range max(workers, 1) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(taken.Add(1) - 1)
+					if i >= size || ctx.Err() != nil {
+						return
+					}
+					now := time.Now()
+					ob, err := observation(next(i, now), now)
+					if err == nil {
+						_, err = st.Apply(ctx, ob)
+					}
+					if err != nil {
+						fail(err)
+						return
+					}
+					applies.Add(1)
+					if progress != nil && i > 0 && i%100_000 == 0 {
+						fmt.Fprintf(progress, "%s: %d in %s\n", name, i, time.Since(t0).Round(time.Second))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	pass("busy day, distinct webhooks", func(i int, now time.Time) []byte {
+		created[i] = now.UnixMilli()
+		return webhookBody(i, orderStatus(i), now, false)
+	})
+	first, last := time.UnixMilli(slices.Min(created)).UTC(), time.UnixMilli(slices.Max(created)).UTC()
+	if firstErr == nil && ctx.Err() == nil {
+		pass("busy day, repeats", func(i int, _ time.Time) []byte {
+			return webhookBody(i, orderStatus(i), time.UnixMilli(created[i]), false)
+		})
+	}
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		st.Close(ctx)
+		return buildStats{}, first, last, firstErr
+	}
+	var seq int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM outbox`).Scan(&seq); err != nil {
+		st.Close(ctx)
+		return buildStats{}, first, last, err
+	}
+	if err := st.MarkPublishedThrough(ctx, seq); err != nil {
+		st.Close(ctx)
+		return buildStats{}, first, last, err
+	}
+	if err := st.Close(ctx); err != nil {
+		return buildStats{}, first, last, err
+	}
+	return buildStats{Applies: applies.Load(), Elapsed: time.Since(t0)}, first, last, nil
 }

@@ -17,12 +17,21 @@
 //     HTML (time and size), and the daemon's peak RSS after them;
 //   - "orderd backup" and "orderd migrate" on the database.
 //
-// With -keep the database stays in -dir for another run (-dir an existing
+// With -scenario busy the database is instead a busy day's last minutes:
+// -size orders arriving through the same write path as fast as it takes
+// them, with the real clock, one webhook each, then every body delivered
+// once more (byte-identical repeats); the requests are timed once the
+// dashboard's window of the last 5 minutes starts in the middle of that
+// burst (-wait; at once when that moment has passed), when its first
+// minute holds the most rows, and the hour's holds all of it. The reports
+// are not timed there (the month measures them).
+//
+// With -dir the database stays there for another run (-dir an existing
 // database is measured without being rebuilt).
 //
 // Usage:
 //
-//	orderd-scale -orderd bin/orderd [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//	orderd-scale -orderd bin/orderd [-scenario month|busy] [-wait=false] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
 //	orderd-scale -orderd bin/orderd -migration [-size 1000000] [-dir DIR] [-window 10s] [-senders 32]
 //
 // With -migration it measures an upgrade instead: every order's report
@@ -59,13 +68,15 @@ func main() {
 
 // options are the command line's.
 type options struct {
-	orderd  string
-	size    int
-	days    int
-	dir     string
-	runs    int
-	workers int
-	build   bool
+	orderd   string
+	scenario string
+	size     int
+	days     int
+	dir      string
+	runs     int
+	workers  int
+	build    bool
+	wait     bool
 	// migration measures start-up and ingest with a pending background
 	// migration instead (migration.go).
 	migration bool
@@ -77,11 +88,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "the orderd binary to measure")
+	fs.StringVar(&o.scenario, "scenario", scenarioMonth, "month: orders created over -days days, ending now; busy: -size orders and as many repeats arriving in the minutes before the measurement")
 	fs.IntVar(&o.size, "size", 1_000_000, "orders in the database")
 	fs.IntVar(&o.days, "days", 30, "days over which the orders were created")
 	fs.StringVar(&o.dir, "dir", "", "directory of the database (kept); empty means a temporary one, removed after")
 	fs.IntVar(&o.runs, "runs", 5, "times each interactive request is made (the median is printed)")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent callers of the write path while building")
+	fs.BoolVar(&o.wait, "wait", true, "busy: before timing the requests, wait until the dashboard's 5-minute window starts in the middle of the burst")
 	fs.BoolVar(&o.build, "build-only", false, "build the database in -dir and stop (to measure it later, or another binary on it)")
 	fs.BoolVar(&o.migration, "migration", false, "measure start-up and ingest with a pending background migration over every order instead")
 	fs.DurationVar(&o.mig.window, "window", 10*time.Second, "with -migration: each ingest window")
@@ -93,6 +106,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" ||
 		o.mig.window <= 0 || o.mig.senders < 1 || o.mig.perRound < 1 {
 		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs, -workers, -senders and -webhooks at least 1, -window positive, -build-only needs -dir, and no arguments")
+		return 2
+	}
+	if o.scenario != scenarioMonth && o.scenario != scenarioBusy {
+		fmt.Fprintf(stderr, "orderd-scale: -scenario must be %s or %s, not %q\n", scenarioMonth, scenarioBusy, o.scenario)
 		return 2
 	}
 	if err := measure(ctx, o, stdout, stderr); err != nil {
@@ -138,12 +155,26 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, spanFile), []byte(start.Format(time.RFC3339)+"/"+end.Format(time.RFC3339)+"\n"), 0o600); err != nil {
 			return err
 		}
-		st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
-		if err != nil {
-			return fmt.Errorf("build: %w", err)
+		if o.scenario == scenarioBusy {
+			st, first, last, err := buildBusy(ctx, db, o.size, o.workers, progress)
+			if err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+			// The burst's span, for the wait below and a later run's.
+			start, end = first, last
+			if err := os.WriteFile(filepath.Join(dir, spanFile), []byte(start.Format(time.RFC3339)+"/"+end.Format(time.RFC3339)+"\n"), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "built a busy day: %d orders in %s, then as many repeats (%d applies through the write path in %s: %.0f applies/s)\n",
+				o.size, last.Sub(first).Round(time.Second), st.Applies, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
+		} else {
+			st, err := build(ctx, db, buildConfig{Size: o.size, Start: start, Span: end.Sub(start), Workers: o.workers}, progress)
+			if err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+			fmt.Fprintf(stdout, "built %d orders (%d applies, %d findings, %d balance snapshots) through the write path in %s: %.0f applies/s\n",
+				o.size, st.Applies, st.Findings, st.Snapshots, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
 		}
-		fmt.Fprintf(stdout, "built %d orders (%d applies, %d findings, %d balance snapshots) through the write path in %s: %.0f applies/s\n",
-			o.size, st.Applies, st.Findings, st.Snapshots, st.Elapsed.Round(time.Second), float64(st.Applies)/st.Elapsed.Seconds())
 	}
 
 	if o.build {
@@ -172,6 +203,24 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 		fmt.Fprintf(stdout, "  %-28s %8.1f MiB  %6.0f bytes per order\n", n, float64(sz.Tables[n])/(1<<20), perOrder(sz.Tables[n]))
 	}
 
+	if o.scenario == scenarioBusy && o.wait {
+		// A person opens the dashboard a few minutes after the burst: its
+		// window of the last 5 minutes then starts inside it, where a
+		// minute holds the most rows. Wait for that moment, if it is
+		// still to come.
+		at := start.Add(end.Sub(start)/2 + 5*time.Minute)
+		if d := time.Until(at); d > 0 {
+			fmt.Fprintf(progress, "waiting %s, until the dashboard's 5-minute window starts in the middle of the burst\n", d.Round(time.Second))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		fmt.Fprintf(stdout, "the burst: %s to %s; the requests timed from %s (the 5-minute window from %s)\n",
+			start.Format(time.TimeOnly), end.Format(time.TimeOnly), time.Now().UTC().Format(time.TimeOnly),
+			time.Now().UTC().Add(-5*time.Minute).Format(time.TimeOnly))
+	}
 	cfg, err := writeConfig(dir, db)
 	if err != nil {
 		return err
@@ -199,15 +248,16 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	periods := []struct {
+	type period struct {
 		name     string
 		from, to time.Time
-	}{{fmt.Sprintf("the %gh span", end.Sub(start).Round(time.Hour).Hours()), start, end}}
-	if end.Sub(start) > 24*time.Hour {
-		periods = append(periods, struct {
-			name     string
-			from, to time.Time
-		}{"last 24h", end.Add(-24 * time.Hour), end})
+	}
+	var periods []period
+	if o.scenario == scenarioMonth { // the busy day's reports are the month's, smaller
+		periods = append(periods, period{fmt.Sprintf("the %gh span", end.Sub(start).Round(time.Hour).Hours()), start, end})
+	}
+	if o.scenario == scenarioMonth && end.Sub(start) > 24*time.Hour {
+		periods = append(periods, period{"last 24h", end.Add(-24 * time.Hour), end})
 	}
 	for _, p := range periods {
 		rs, err := reports(ctx, d.admin, p.from, p.to)
@@ -238,6 +288,12 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	fmt.Fprintf(stdout, "%-38s %10s\n", "snapshot (full, after 1 % change)", "see make bench-snapshot")
 	return nil
 }
+
+// The scenarios of -scenario.
+const (
+	scenarioMonth = "month"
+	scenarioBusy  = "busy"
+)
 
 // spanFile, in -dir, records the span of the orders built there.
 const spanFile = "span.txt"

@@ -66,11 +66,33 @@ func TestRun_small(t *testing.T) {
 	if !strings.Contains(out.String(), "exists; measured as it is") || strings.Contains(out.String(), "built ") {
 		t.Errorf("the second run rebuilt the database:\n%s", out.String())
 	}
+
+	// The busy day: 300 orders and 300 repeats through the write path,
+	// every interactive request on the table, no report; timed at once
+	// rather than minutes later.
+	out.Reset()
+	if code := run(t.Context(), []string{"-orderd", bin, "-scenario", "busy", "-wait=false", "-size", "300", "-runs", "1", "-dir", t.TempDir()}, &out, &errb); code != 0 {
+		t.Fatalf("busy day: exit %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{
+		"built a busy day: 300 orders in ", "then as many repeats (600 applies", "database: 300 orders, ",
+		"webhook bodies kept: 300, ", // a repeat is counted on its first body's row
+		"start-up (exec to /readyz 200)", "GET / ", "GET /v1/orders ", "GET /v1/orders/{id}", "GET /v1/findings",
+		"GET /metrics", "GET /readyz", "orderd backup", "orderd migrate",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the busy day's output lacks %q", want)
+		}
+	}
+	if strings.Contains(out.String(), "report ") {
+		t.Errorf("the busy day timed reports:\n%s", out.String())
+	}
 }
 
 // TestRun_usage: bad flags are exit 2, naming the rule.
 func TestRun_usage(t *testing.T) {
-	for _, args := range [][]string{{"-size", "10"}, {"-runs", "0"}, {"-build-only"}, {"extra"}} {
+	for _, args := range [][]string{{"-size", "10"}, {"-runs", "0"}, {"-build-only"}, {"extra"}, {"-scenario", "weekend"}} {
 		var out, errb bytes.Buffer
 		if code := run(t.Context(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
