@@ -16,8 +16,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"orderd/api"
-	"orderd/internal/telemetry"
 	"orderd/cluster"
+	"orderd/internal/telemetry"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/receiver"
