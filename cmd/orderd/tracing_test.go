@@ -20,6 +20,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"orderd/api"
+	"orderd/internal/eventschema"
 	"orderd/provider/providertest"
 )
 
@@ -163,6 +165,7 @@ func named(spans []recvSpan, name string) []recvSpan {
 type tracedEvent struct {
 	ID, Type, MerchantOrderID, Traceparent string
 	header                                 string
+	raw                                    []byte
 }
 
 // parseTraceparent splits a version 00 traceparent.
@@ -267,7 +270,7 @@ func completedEvent(t *testing.T, js jetstream.JetStream, mid string) tracedEven
 			if json.Unmarshal(m.Data, &ev) != nil || ev.Type != "order.completed" || ev.MerchantOrderID != mid {
 				continue
 			}
-			ev.header = m.Header.Get("traceparent")
+			ev.header, ev.raw = m.Header.Get("traceparent"), m.Data
 			return ev
 		}
 	}
@@ -313,6 +316,14 @@ func TestRun_TracingSingleNode(t *testing.T) {
 	}
 	host := recv.spans()[0].instance
 	checkWebhookTrace(t, recv, ev, host, host)
+	// The traced event still meets its published contract.
+	v, err := eventschema.New(api.AsyncAPI(), eventschema.Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(ev.raw); err != nil {
+		t.Errorf("the traced event does not validate against api/asyncapi.yaml: %v\n%s", err, ev.raw)
+	}
 	if !strings.Contains(stderr.String(), "tracing on") {
 		t.Errorf("the daemon did not log that tracing is on:\n%s", stderr)
 	}
