@@ -23,6 +23,7 @@ import (
 	"orderd/api"
 	"orderd/internal/eventschema"
 	"orderd/provider/providertest"
+	"orderd/publish"
 )
 
 // otlpReceiver is a real OTLP/HTTP endpoint: it decodes each export with
@@ -304,6 +305,14 @@ func TestRun_TracingSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := completedEvent(t, js, "trace-1")
+	// orderd tail's reader shows it.
+	var tailed syncBuffer
+	tctx, tcancel := context.WithTimeout(t.Context(), 2*time.Second)
+	_ = publish.Tail(tctx, js, "ORDERD", "orderd.orders.payin.completed", &tailed, publish.TailAll())
+	tcancel()
+	if !strings.Contains(tailed.String(), `"traceparent":"`+ev.Traceparent+`"`) {
+		t.Errorf("tail printed %q, without the event's traceparent %s", tailed.String(), ev.Traceparent)
+	}
 
 	// A stop sends the spans still waiting in the exporter's batch.
 	cancel()
