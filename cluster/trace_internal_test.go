@@ -13,7 +13,9 @@ import (
 func TestEntryTraces(t *testing.T) {
 	const a = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	const b = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	ops := func() []store.Op { return []store.Op{{Cmd: store.NoopCmd{}}, {Cmd: store.NoopCmd{}}, {Cmd: store.NoopCmd{}}} }
+	ops := func() []store.Op {
+		return []store.Op{{Cmd: store.NoopCmd{}}, {Cmd: store.NoopCmd{}}, {Cmd: store.NoopCmd{}}}
+	}
 
 	if got := entryTraces(ops()); got != "" {
 		t.Errorf("untraced entry: header %q, want none", got)

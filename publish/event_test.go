@@ -48,7 +48,7 @@ func TestEncodeEvent(t *testing.T) {
 			wantSubject: "acme.orderd.reconcile.balance_drift",
 			wantSchema:  publish.DefaultSchemaURL + "#/components/schemas/BalanceDriftFinding",
 			wantExt:     map[string]string{},
-		},		{
+		}, {
 			name: "traced order event",
 			ev: store.OutboxEvent{
 				Seq: 3, ID: strings.Repeat("ef", 32), Type: "order.completed",
