@@ -249,6 +249,59 @@ func names(spans []recvSpan) []string {
 	return out
 }
 
+// eventOf waits for the first event of mid learned via via.
+func eventOf(t *testing.T, js jetstream.JetStream, mid, via string) tracedEvent {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		s, err := js.Stream(t.Context(), "ORDERD")
+		if err != nil {
+			continue
+		}
+		info, err := s.Info(t.Context())
+		if err != nil {
+			continue
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := s.GetMsg(t.Context(), seq)
+			if err != nil {
+				continue
+			}
+			var ev struct {
+				tracedEvent
+				LearnedVia string
+			}
+			if json.Unmarshal(m.Data, &ev) != nil || ev.MerchantOrderID != mid || ev.LearnedVia != via {
+				continue
+			}
+			ev.header, ev.raw = m.Header.Get("traceparent"), m.Data
+			return ev.tracedEvent
+		}
+	}
+	t.Fatalf("no event of %s learned via %s on the stream within 30s", mid, via)
+	return tracedEvent{}
+}
+
+// checkGatewayTrace asserts a gateway creation's trace: the event its
+// answer queued names the gateway request's span, whose child is the
+// provider call, both with the order's merchantOrderId.
+func checkGatewayTrace(t *testing.T, recv *otlpReceiver, ev tracedEvent) {
+	t.Helper()
+	if ev.Traceparent == "" || ev.header != ev.Traceparent {
+		t.Fatalf("gateway event: traceparent %q, header %q", ev.Traceparent, ev.header)
+	}
+	_, spanID := parseTraceparent(t, ev.Traceparent)
+	gw, ok := recv.byID(spanID)
+	if !ok || gw.name != "gateway payin" || gw.attrs["orderd.merchant_order_id"] != ev.MerchantOrderID ||
+		gw.attrs["http.response.status_code"] != "201" {
+		t.Fatalf("the gateway event's span is %+v, want the gateway payin request of %s, answered 201", gw, ev.MerchantOrderID)
+	}
+	calls := named(recv.children(gw.spanID), "provider order/payment-form/create")
+	if len(calls) != 1 || calls[0].attrs["orderd.merchant_order_id"] != ev.MerchantOrderID || calls[0].attrs["orderd.order_id"] == "" ||
+		calls[0].kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("provider calls under the gateway span: %+v", calls)
+	}
+}
+
 // completedEvent waits for the order.completed event of mid on the
 // events stream and returns it with its traceparent header.
 func completedEvent(t *testing.T, js jetstream.JetStream, mid string) tracedEvent {
@@ -305,6 +358,19 @@ func TestRun_TracingSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := completedEvent(t, js, "trace-1")
+	// A creation through the gateway is a span too, the parent of its
+	// provider call and of the event its answer queues.
+	resp, err := http.Post("http://"+addrs.Admin+"/v1/payins", "application/json", strings.NewReader(
+		`{"merchantOrderId":"trace-g","invoice":{"amount":"12.00","currency":"brl"},"client":{"name":"Ana"},"returnUrl":"https://shop.example/back"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/payins: %d", resp.StatusCode)
+	}
+	gev := eventOf(t, js, "trace-g", "gateway")
+
 	// orderd tail's reader shows it.
 	var tailed syncBuffer
 	tctx, tcancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -325,6 +391,7 @@ func TestRun_TracingSingleNode(t *testing.T) {
 	}
 	host := recv.spans()[0].instance
 	checkWebhookTrace(t, recv, ev, host, host)
+	checkGatewayTrace(t, recv, gev)
 	// The traced event still meets its published contract.
 	v, err := eventschema.New(api.AsyncAPI(), eventschema.Strict)
 	if err != nil {
