@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"orderd/internal/telemetry"
 	"orderd/store"
 )
 
@@ -165,8 +166,9 @@ func entryTraces(ops []store.Op) string {
 }
 
 // setTraces gives ops the traceparents of an entry's headerTrace. A value
-// that does not name one per op is ignored: it can cost a trace its link,
-// never an entry its effects.
+// that does not name one per op is ignored, and so is a part that is not a
+// traceparent (events pass it on to consumers): it can cost a trace its
+// link, never an entry its effects.
 func setTraces(ops []store.Op, v string) {
 	if v == "" {
 		return
@@ -176,7 +178,9 @@ func setTraces(ops []store.Op, v string) {
 		return
 	}
 	for i := range ops {
-		ops[i].Trace = parts[i]
+		if telemetry.ValidTraceparent(parts[i]) {
+			ops[i].Trace = parts[i]
+		}
 	}
 }
 

@@ -31,6 +31,11 @@ func TestEntryTraces(t *testing.T) {
 	if back[0].Trace != a || back[1].Trace != "" || back[2].Trace != b {
 		t.Errorf("traces read back: %q %q %q", back[0].Trace, back[1].Trace, back[2].Trace)
 	}
+	forged := ops()
+	setTraces(forged, a+`"x`+",,"+b)
+	if forged[0].Trace != "" || forged[2].Trace != b {
+		t.Errorf("a part that is no traceparent was taken: %q, %q", forged[0].Trace, forged[2].Trace)
+	}
 	short := ops()[:2]
 	setTraces(short, h)
 	if short[0].Trace != "" || short[1].Trace != "" {

@@ -161,6 +161,23 @@ func hexTo(dst, src []byte) int {
 	return 2 * len(src)
 }
 
+// ValidTraceparent reports whether s has the form of a version 00
+// traceparent: "00-", 32 lowercase hex digits, "-", 16, "-", 2.
+func ValidTraceparent(s string) bool {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	for i := 3; i < len(s); i++ {
+		if i == 35 || i == 52 {
+			continue
+		}
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrTraceparent is returned for text that is not a W3C traceparent.
 var ErrTraceparent = errors.New("not a W3C traceparent")
 
