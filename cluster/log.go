@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"orderd/internal/telemetry"
 	"orderd/store"
 )
 
@@ -33,6 +39,11 @@ const (
 // Headers of a log entry.
 const (
 	headerNode = "Orderd-Node"
+	// headerTrace carries the traceparents of an entry's ops, one per op
+	// in order, separated by commas, empty for an op not traced; absent
+	// when none is. It is outside what entryHash covers: telemetry, not
+	// the entry's meaning, so traced and untraced instances chain alike.
+	headerTrace = "Orderd-Trace"
 )
 
 // call is one Execute waiting for its ops' results.
@@ -41,6 +52,10 @@ type call struct {
 	res  []store.OpResult
 	err  error
 	done chan struct{}
+	// ackedAt (Unix nanoseconds) and seq are set when the entry holding
+	// the ops is acknowledged by the log, for the caller's spans.
+	ackedAt atomic.Int64
+	seq     atomic.Uint64
 }
 
 // entry is one appended log entry: the calls whose ops it carries.
@@ -78,6 +93,9 @@ func (n *Node) Execute(ctx context.Context, ops []store.Op) ([]store.OpResult, e
 		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	c := &call{ops: ops, done: make(chan struct{})}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		defer traceCall(ctx, span, c, time.Now())
+	}
 	select {
 	case n.calls <- c:
 	case <-n.closed:
@@ -92,6 +110,77 @@ func (n *Node) Execute(ctx context.Context, ops []store.Op) ([]store.OpResult, e
 		return c.res, c.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", store.ErrUnconfirmed, ctx.Err())
+	}
+}
+
+// traceCall records, under the caller's span, the two halves of a write
+// in replicated mode: the append (until the log's quorum acknowledged the
+// entry) and the apply (until this instance applied it). They are made
+// afterwards with their times, so that an untraced write pays nothing.
+func traceCall(ctx context.Context, parent trace.Span, c *call, start time.Time) {
+	tr := parent.TracerProvider().Tracer("orderd/cluster")
+	end := time.Now()
+	acked := c.ackedAt.Load()
+	seq := attribute.Int64("orderd.log.seq", int64(c.seq.Load()))
+	ops := attribute.Int("orderd.log.ops", len(c.ops))
+	if acked == 0 {
+		_, sp := tr.Start(ctx, "log.append", trace.WithTimestamp(start), trace.WithAttributes(ops))
+		sp.SetStatus(codes.Error, "not acknowledged by the log")
+		sp.End(trace.WithTimestamp(end))
+		return
+	}
+	at := time.Unix(0, acked)
+	_, sp := tr.Start(ctx, "log.append", trace.WithTimestamp(start), trace.WithAttributes(seq, ops))
+	sp.End(trace.WithTimestamp(at))
+	_, sp = tr.Start(ctx, "log.apply", trace.WithTimestamp(at), trace.WithAttributes(seq))
+	select {
+	case <-c.done:
+		if c.err != nil {
+			sp.SetStatus(codes.Error, c.err.Error())
+		}
+	default:
+		sp.SetStatus(codes.Error, "not applied here before the caller gave up")
+	}
+	sp.End(trace.WithTimestamp(end))
+}
+
+// entryTraces is an entry's headerTrace value, "" when no op is traced.
+func entryTraces(ops []store.Op) string {
+	traced := false
+	n := len(ops) - 1
+	for _, op := range ops {
+		traced = traced || op.Trace != ""
+		n += len(op.Trace)
+	}
+	if !traced {
+		return ""
+	}
+	b := make([]byte, 0, n)
+	for i, op := range ops {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, op.Trace...)
+	}
+	return string(b)
+}
+
+// setTraces gives ops the traceparents of an entry's headerTrace. A value
+// that does not name one per op is ignored, and so is a part that is not a
+// traceparent (events pass it on to consumers): it can cost a trace its
+// link, never an entry its effects.
+func setTraces(ops []store.Op, v string) {
+	if v == "" {
+		return
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) != len(ops) {
+		return
+	}
+	for i := range ops {
+		if telemetry.ValidTraceparent(parts[i]) {
+			ops[i].Trace = parts[i]
+		}
 	}
 }
 
@@ -163,6 +252,10 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set(headerNode, n.cfg.Node)
 	msg.Header.Set(headerLogID, n.logID)
+	traces := entryTraces(ops)
+	if traces != "" {
+		msg.Header.Set(headerTrace, traces)
+	}
 	// The entry links to the last one this instance applied: every
 	// applier checks the link against the entry it applied there.
 	prev := ""
@@ -191,13 +284,18 @@ func (n *Node) appendGroup(ctx context.Context, group []*call) {
 		return
 	}
 	// Otherwise the applier finishes e when it applies the entry.
-	n.lastAppendOK.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	for _, c := range group {
+		c.seq.Store(ack.Sequence)
+		c.ackedAt.Store(now)
+	}
+	n.lastAppendOK.Store(now)
 	n.failedAppends.Store(0)
 	// The entry is in the log at ack.Sequence. The applier may take it
 	// from here when it is the next to apply, instead of waiting for the
 	// log's consumer to bring it back: the same bytes, one hop sooner.
 	select {
-	case n.acked <- logMsg{seq: ack.Sequence, id: id, logID: n.logID, prev: prev, data: b, own: true}:
+	case n.acked <- logMsg{seq: ack.Sequence, id: id, logID: n.logID, prev: prev, data: b, trace: traces, own: true}:
 	default:
 		// The applier is behind; the consumer brings the entry.
 	}
@@ -212,6 +310,7 @@ type logMsg struct {
 	logID   string // the log its appender followed
 	prev    string // its link (headerPrev)
 	data    []byte
+	trace   string // headerTrace
 	own     bool
 }
 
@@ -234,6 +333,7 @@ func consumerMsg(msg jetstream.Msg) (logMsg, error) {
 	return logMsg{
 		seq: meta.Sequence.Stream, pending: meta.NumPending,
 		id: h.Get(jetstream.MsgIDHeader), logID: h.Get(headerLogID), prev: h.Get(headerPrev), data: msg.Data(),
+		trace: h.Get(headerTrace),
 	}, nil
 }
 
@@ -424,6 +524,8 @@ func (n *Node) applyMsgs(ctx context.Context, msgs []logMsg) error {
 			// applies it as an entry without ops, so they stay alike.
 		} else if ops, err = store.DecodeOps(msg.data); err != nil {
 			return fmt.Errorf("%w: entry %d: %w%s", errFatal, seq, err, n.versionHint(ctx, err))
+		} else {
+			setTraces(ops, msg.trace)
 		}
 		entries = append(entries, store.LogEntry{Seq: seq, Ops: ops, Hash: hash})
 		ids = append(ids, msg.id)

@@ -122,7 +122,9 @@ func validSubject(s string) error {
 // (prefix + "." + ev.Subject) and a CloudEvents 1.0 event in structured JSON
 // mode. The event's data is ev.Data verbatim, so that it reaches consumers
 // byte for byte as the provider sent it; merchantorderid and learnedvia are
-// omitted when empty (finding events have neither), like subject and time.
+// omitted when empty (finding events have neither), like subject and time,
+// and so is traceparent (the CloudEvents distributed tracing extension:
+// the W3C traceparent of what caused the event, when that was traced).
 // dataschema is schemaURL with the fragment of the type's schema
 // (SchemaName); it is omitted for a type without one, or when schemaURL is
 // empty. Errors wrap ErrInvalidEvent and name the offending field.
@@ -150,7 +152,7 @@ func EncodeEvent(ev store.OutboxEvent, prefix, source, schemaURL string) (subjec
 	}
 	// The attributes are short; 256 bytes covers them and the time.
 	b := make([]byte, 0, 256+len(ev.ID)+len(source)+len(ev.Type)+len(ev.EventSubject)+
-		len(ev.MerchantOrderID)+len(ev.LearnedVia)+len(schemaURL)+len(schema)+len(ev.Data))
+		len(ev.MerchantOrderID)+len(ev.LearnedVia)+len(schemaURL)+len(schema)+len(ev.Traceparent)+len(ev.Data))
 	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
 	b = jsonenc.AppendString(b, ev.ID)
 	b = append(b, `,"source":`...)
@@ -185,6 +187,12 @@ func EncodeEvent(ev store.OutboxEvent, prefix, source, schemaURL string) (subjec
 	if ev.LearnedVia != "" {
 		b = append(b, `,"learnedvia":`...)
 		b = jsonenc.AppendString(b, string(ev.LearnedVia))
+	}
+	if ev.Traceparent != "" {
+		// The CloudEvents distributed tracing extension: the span that
+		// caused the event, for the consumer's own spans.
+		b = append(b, `,"traceparent":`...)
+		b = jsonenc.AppendString(b, ev.Traceparent)
 	}
 	b = append(b, `,"data":`...)
 	b = append(b, ev.Data...)

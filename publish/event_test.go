@@ -48,6 +48,18 @@ func TestEncodeEvent(t *testing.T) {
 			wantSubject: "acme.orderd.reconcile.balance_drift",
 			wantSchema:  publish.DefaultSchemaURL + "#/components/schemas/BalanceDriftFinding",
 			wantExt:     map[string]string{},
+		}, {
+			name: "traced order event",
+			ev: store.OutboxEvent{
+				Seq: 3, ID: strings.Repeat("ef", 32), Type: "order.completed",
+				Subject: "orders.payin.completed", EventSubject: "ord-1", Time: at,
+				MerchantOrderID: "m-1", LearnedVia: store.SourceWebhook, Data: json.RawMessage(orderJSON),
+				Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			},
+			wantSubject: "acme.orderd.orders.payin.completed",
+			wantSchema:  publish.DefaultSchemaURL + "#/components/schemas/Order",
+			wantExt: map[string]string{"merchantorderid": "m-1", "learnedvia": "webhook",
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 		},
 	}
 	for _, tt := range tests {

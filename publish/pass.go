@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"orderd/store"
 )
@@ -188,6 +189,8 @@ type inflight struct {
 	// aside when the stream refuses it (single publishes only).
 	ev    store.OutboxEvent
 	bytes int64
+	// span is the event's publish span, nil when not traced.
+	span trace.Span
 }
 
 // encoded is an outbox event ready to be sent.
@@ -364,14 +367,27 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 			"Nats-Batch-Id":       {batchID},
 			"Nats-Batch-Sequence": seq,
 		}}
+		var spans []trace.Span
+		if r.tracer != nil {
+			spans = make([]trace.Span, 0, len(part))
+		}
 		for i, e := range part {
+			if sp := r.publishSpan(ctx, e); sp != nil {
+				spans = append(spans, sp)
+			}
 			if i < len(part)-1 {
 				shared.Subject, shared.Data = e.subject, e.payload
 				id[0], seq[0] = e.ev.ID, strconv.Itoa(i+1)
+				if e.ev.Traceparent != "" {
+					shared.Header[headerTraceparent] = []string{e.ev.Traceparent}
+				} else {
+					delete(shared.Header, headerTraceparent)
+				}
 				// Only the commit is acknowledged; a failure of an
 				// earlier message fails the commit.
 				if err := nc.PublishMsg(shared); err != nil {
 					r.cfg.Metrics.failure(errKindNATS)
+					endPublishSpans(spans, err)
 					return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
 				}
 				continue
@@ -382,14 +398,26 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 				"Nats-Batch-Sequence": {strconv.Itoa(i + 1)},
 				"Nats-Batch-Commit":   {"1"},
 			}}
+			if e.ev.Traceparent != "" {
+				m.Header[headerTraceparent] = []string{e.ev.Traceparent}
+			}
 			var err error
 			if commit, err = r.js.PublishMsgAsync(m); err != nil {
 				r.cfg.Metrics.failure(errKindNATS)
+				endPublishSpans(spans, err)
 				return fmt.Errorf("publish batch at %s: %w", e.ev.ID, err)
 			}
 		}
 		last := part[len(part)-1].ev
-		if _, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)}); err != nil {
+		ack, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)})
+		if err != nil {
+			endPublishSpans(spans, err)
+		} else {
+			for _, sp := range spans {
+				endPublishSpan(sp, ack, nil)
+			}
+		}
+		if err != nil {
 			var apiErr *jetstream.APIError
 			switch {
 			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled ||
@@ -425,8 +453,14 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 		return err
 	}
 	sent := time.Now()
-	paf, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.subject, Data: e.payload}, jetstream.WithMsgID(ev.ID))
+	span := r.publishSpan(ctx, e)
+	msg := &nats.Msg{Subject: e.subject, Data: e.payload}
+	if ev.Traceparent != "" {
+		msg.Header = nats.Header{headerTraceparent: {ev.Traceparent}}
+	}
+	paf, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
 	if err != nil {
+		endPublishSpan(span, nil, err)
 		if errors.Is(err, nats.ErrMaxPayload) {
 			var limit int64
 			if nc := r.js.Conn(); nc != nil {
@@ -445,6 +479,7 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 	p.queue = append(p.queue, inflight{
 		seq: ev.Seq, key: ev.EventSubject, id: ev.ID, paf: paf,
 		deadline: sent.Add(r.cfg.PublishTimeout), ev: ev, bytes: int64(len(e.subject) + len(e.payload)),
+		span: span,
 	})
 	p.busy[ev.EventSubject]++
 	return nil
@@ -469,6 +504,7 @@ func (p *pass) ackHead(ctx context.Context) error {
 		delete(p.busy, f.key)
 	}
 	ack, err := awaitAck(ctx, f)
+	endPublishSpan(f.span, ack, err)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		// Larger than the stream's max_msg_size: it will never be

@@ -9,7 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"orderd/internal/telemetry"
 	"orderd/store"
 )
 
@@ -120,6 +122,10 @@ type RelayConfig struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 	Now     func() time.Time
+	// TracerProvider makes a span of each traced event's publication,
+	// a child of the span that caused the event; nil (tracing off)
+	// makes none. Events carry their traceparent either way.
+	TracerProvider trace.TracerProvider
 }
 
 // Relay moves events from the outbox to JetStream: at least once, in order
@@ -140,6 +146,7 @@ type Relay struct {
 	outbox Outbox
 	js     jetstream.JetStream
 	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
 
 	// sem lets one pass over the outbox run at a time (Run's or Flush's)
 	// and guards the fields below.
@@ -235,6 +242,7 @@ func NewRelay(cfg RelayConfig, outbox Outbox, js jetstream.JetStream) (*Relay, e
 		outbox: outbox,
 		js:     js,
 		log:    log,
+		tracer: telemetry.Tracer(cfg.TracerProvider, "orderd/publish"),
 		sem:    make(chan struct{}, 1),
 	}, nil
 }

@@ -13,8 +13,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"orderd/internal/telemetry"
 	"orderd/provider"
 	"orderd/store"
 )
@@ -81,6 +86,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Metrics  *Metrics
+	// Tracer makes a span of each webhook, with the signature check and
+	// the commit as its children; nil (tracing off) makes none.
+	Tracer trace.Tracer
 }
 
 // Handler is the webhook endpoint. It is safe for concurrent use, and its
@@ -93,6 +101,7 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *Metrics
+	tracer  trace.Tracer
 	hints   *rate.Limiter
 	// routine is the level of accepted and repeated webhooks' lines.
 	routine slog.Level
@@ -121,6 +130,7 @@ func New(cfg Config, deps Deps) *Handler {
 		log:     deps.Logger,
 		now:     deps.Now,
 		metrics: deps.Metrics,
+		tracer:  deps.Tracer,
 		hints:   rate.NewLimiter(pollHintRate, pollHintBurst),
 		routine: slog.LevelDebug,
 	}
@@ -198,11 +208,65 @@ type reply struct {
 // ServeHTTP checks, stores and answers one webhook delivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	var span trace.Span
+	if h.tracer != nil {
+		// A parent named by the request (a tracing proxy in front) is
+		// honoured; the provider itself sends none.
+		ctx := telemetry.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span = h.tracer.Start(ctx, "webhook", trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+		r = r.WithContext(ctx)
+	}
 	rp := h.handle(w, r)
 	writeReply(w, &rp)
 	latency := time.Since(start)
 	h.metrics.observe(rp.outcome, latency)
 	h.logDelivery(r.Context(), &rp, latency)
+	if span != nil {
+		endWebhookSpan(span, &rp)
+	}
+}
+
+// endWebhookSpan ends a webhook's span with what it was answered.
+func endWebhookSpan(span trace.Span, rp *reply) {
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs,
+		attribute.Int("http.response.status_code", rp.code),
+		attribute.String("orderd.outcome", rp.outcome))
+	if rp.orderID != "" {
+		attrs = append(attrs, attribute.String("orderd.order_id", rp.orderID))
+	}
+	if rp.merchantOrderID != "" {
+		attrs = append(attrs, attribute.String("orderd.merchant_order_id", rp.merchantOrderID))
+	}
+	if rp.eventID != "" {
+		attrs = append(attrs, attribute.String("orderd.event_id", rp.eventID))
+	}
+	span.SetAttributes(attrs...)
+	if rp.code >= 500 {
+		span.SetStatus(codes.Error, rp.detail)
+	}
+	span.End()
+}
+
+// noSpan is what span returns with tracing off: a span that records
+// nothing, so the steps of a webhook need no check of their own.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// span starts a child of ctx's span named name, or returns ctx and noSpan
+// when tracing is off.
+func (h *Handler) span(ctx context.Context, name string) (context.Context, trace.Span) {
+	if h.tracer == nil {
+		return ctx, noSpan
+	}
+	return h.tracer.Start(ctx, name)
+}
+
+// endSpan ends a step's span, marking it failed when err is not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
@@ -254,7 +318,10 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
 		return rp
 	}
 	sig := r.Header.Get("Signature")
-	if err := vb.v.Verify(body, sig); err != nil {
+	_, vspan := h.span(ctx, "webhook.verify")
+	err = vb.v.Verify(body, sig)
+	endSpan(vspan, err)
+	if err != nil {
 		rp.code, rp.outcome = http.StatusUnauthorized, OutcomeBadSig
 		rp.detail, rp.reason = signatureProblem(err), err.Error()
 		h.hintPoll(ctx, body, &rp)
@@ -275,13 +342,18 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
 	}
 	rp.orderID, rp.merchantOrderID = order.ID, order.MerchantOrderID
 
-	res, err := h.store.Apply(ctx, store.Observation{
+	cctx, cspan := h.span(ctx, "webhook.commit")
+	if h.tracer != nil {
+		cspan.SetAttributes(attribute.String("orderd.order_id", order.ID))
+	}
+	res, err := h.store.Apply(cctx, store.Observation{
 		Source:     store.SourceWebhook,
 		Order:      order,
 		Raw:        body,
 		Delivery:   &store.Delivery{Header: r.Header, RemoteAddr: rp.remote},
 		ObservedAt: h.now(),
 	})
+	endSpan(cspan, err)
 	if errors.Is(err, store.ErrConflict) {
 		// The body contradicts an identity the store holds (say, a known
 		// merchantOrderId with another provider id): signed, so kept, but
@@ -314,7 +386,8 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) reply {
 func (h *Handler) quarantine(ctx context.Context, r *http.Request, body []byte, rp reply, reason string) reply {
 	ids := peekIDs(body)
 	rp.orderID, rp.merchantOrderID = ids.ID, ids.MerchantOrderID
-	err := h.store.Quarantine(ctx, store.QuarantinedWebhook{
+	qctx, qspan := h.span(ctx, "webhook.quarantine")
+	err := h.store.Quarantine(qctx, store.QuarantinedWebhook{
 		Raw:             body,
 		Header:          r.Header,
 		RemoteAddr:      rp.remote,
@@ -323,6 +396,7 @@ func (h *Handler) quarantine(ctx context.Context, r *http.Request, body []byte, 
 		MerchantOrderID: ids.MerchantOrderID,
 		ReceivedAt:      h.now(),
 	})
+	endSpan(qspan, err)
 	if err != nil {
 		rp.reason = "quarantine: " + reason
 		return storeFailure(r, rp, err)

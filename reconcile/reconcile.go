@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"orderd/provider"
 	"orderd/store"
@@ -197,6 +200,10 @@ type Config struct {
 	// Progress, when set, is called as a run advances (one call at a
 	// time). The CLI draws a progress bar with it (see ProgressBar).
 	Progress func(Progress)
+	// TracerProvider makes a span of each run ("reconcile.<job>"), the
+	// parent of its provider calls and of the events it queues; nil
+	// (tracing off) makes none.
+	TracerProvider trace.TracerProvider
 }
 
 // Reconciler runs the reconcile jobs, once (RunStale, RunDoubt,
@@ -406,6 +413,17 @@ func (c *counts) snapshot() map[string]int {
 // and after, the metrics, and the findings gauge refreshed.
 func (r *Reconciler) record(ctx context.Context, job string, c *counts, fn func(ctx context.Context, runID int64) error) (Summary, error) {
 	s := Summary{Job: job, StartedAt: r.now().UTC()}
+	if tp := r.cfg.TracerProvider; tp != nil {
+		var span trace.Span
+		ctx, span = tp.Tracer("orderd/reconcile").Start(ctx, "reconcile."+job)
+		defer func() {
+			span.SetAttributes(attribute.Int64("orderd.reconcile.run", s.RunID))
+			if s.Error != "" {
+				span.SetStatus(codes.Error, s.Error)
+			}
+			span.End()
+		}()
+	}
 	log := r.log.With("job", job)
 	id, err := r.store.StartReconcileRun(ctx, job, s.StartedAt)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"orderd/internal/telemetry"
 )
 
 // A Command is one write to the store, described by data alone: its
@@ -81,6 +83,11 @@ func CommandKinds() []string {
 type Op struct {
 	At  time.Time
 	Cmd Command
+	// Trace is the W3C traceparent of the caller's span, for the events
+	// the command queues. It is not part of the entry's bytes (EncodeOps
+	// leaves it out, so entry hashes and links are unchanged): the log
+	// carries it beside them, and it changes no replicated state.
+	Trace string
 }
 
 // OpResult is what applying one op gave: Apply's result and error.
@@ -122,8 +129,9 @@ var ErrNotReplicable = errors.New("store: a write that is not a command cannot b
 // applied here).
 func (s *Store) Exec(ctx context.Context, cmd Command) (any, error) {
 	at := s.now()
+	trace := telemetry.Traceparent(ctx)
 	if s.replog != nil {
-		res, err := s.replog.Execute(ctx, []Op{{At: at, Cmd: cmd}})
+		res, err := s.replog.Execute(ctx, []Op{{At: at, Cmd: cmd, Trace: trace}})
 		if err != nil {
 			return nil, err
 		}
@@ -135,9 +143,10 @@ func (s *Store) Exec(ctx context.Context, cmd Command) (any, error) {
 	var v any
 	_, rr := cmd.(rerunnable)
 	err := s.write(ctx, func(tx *Tx) error {
-		tx.now = at
+		tx.now, tx.trace = at, trace
 		var err error
 		v, err = cmd.Apply(tx)
+		tx.trace = ""
 		return err
 	}, rr)
 	if errors.Is(err, ErrUnconfirmed) {

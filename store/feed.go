@@ -45,6 +45,7 @@ type feedEvent struct {
 	merchantOrderID string
 	learnedVia      Source
 	data            []byte // as stored: the order JSON or the event's data
+	traceparent     string
 }
 
 // push adds the events of one committed transaction; reset first empties
@@ -133,6 +134,7 @@ func (ev *feedEvent) outboxEvent() OutboxEvent {
 		Time:            time.UnixMilli(ev.timeMillis).UTC(),
 		MerchantOrderID: ev.merchantOrderID,
 		LearnedVia:      ev.learnedVia,
+		Traceparent:     ev.traceparent,
 	}
 	var err error
 	if out.Data, err = compact(ev.data); err != nil {

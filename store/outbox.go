@@ -47,7 +47,7 @@ func (s *Store) pendingFromDB(ctx context.Context, afterSeq int64, limit int) ([
 			data []byte
 		)
 		if err := rows.Scan(&ev.Seq, &ev.ID, &ev.Type, &ev.Subject, &ev.EventSubject, &at,
-			&ev.MerchantOrderID, &ev.LearnedVia, &data); err != nil {
+			&ev.MerchantOrderID, &ev.LearnedVia, &data, &ev.Traceparent); err != nil {
 			return nil, fmt.Errorf("pending events: %w", err)
 		}
 		ev.Time = time.UnixMilli(at).UTC()
@@ -69,10 +69,12 @@ func (s *Store) pendingFromDB(ctx context.Context, afterSeq int64, limit int) ([
 // caller's and the stored cursor; rows set aside (and rows stamped before
 // the cursor existed) carry published_at and are passed over.
 const pendingEventsQuery = `SELECT o.seq, o.event_id, o.type, o.subject, o.event_subject, o.time,
-		coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw)
+		coalesce(o.merchant_order_id, ''), coalesce(o.learned_via, ''), coalesce(o.data, h.raw, d.raw),
+		coalesce(t.traceparent, '')
 	FROM outbox o
 	LEFT JOIN order_history h ON h.id = o.state_id
 	LEFT JOIN deliveries d ON d.id = h.delivery_id
+	LEFT JOIN outbox_traces t ON t.seq = o.seq
 	WHERE o.seq > max(?, (SELECT seq FROM outbox_cursor)) AND o.published_at IS NULL
 	ORDER BY o.seq
 	LIMIT ?`
@@ -344,6 +346,12 @@ func (c *pruneOutboxCmd) Apply(tx *Tx) (any, error) {
 		AND created_at < ?`,
 		c.Limit, c.Before.UnixMilli())
 	if err != nil {
+		return nil, err
+	}
+	// The traceparents of the events just deleted go with them.
+	if _, err := tx.Exec(`DELETE FROM outbox_traces WHERE seq IN (
+			SELECT t.seq FROM outbox_traces t LEFT JOIN outbox o ON o.seq = t.seq
+			WHERE o.seq IS NULL AND t.seq <= (SELECT seq FROM outbox_cursor))`); err != nil {
 		return nil, err
 	}
 	return res.RowsAffected()

@@ -95,7 +95,7 @@ func (s *Store) ApplyLogEntries(ctx context.Context, entries []LogEntry) ([][]Op
 				}
 			}
 		}
-		tx.now, tx.ids = time.Time{}, rowIDs{}
+		tx.now, tx.ids, tx.trace = time.Time{}, rowIDs{}, ""
 		last := entries[len(entries)-1].Seq
 		hashed := false
 		for _, e := range entries {
@@ -130,7 +130,7 @@ var errSavepoint = errors.New("store: savepoint failed")
 // applyOp runs one op of a log entry in a savepoint, with the op's time
 // and fresh row-id counters.
 func (tx *Tx) applyOp(op Op) (res OpResult) {
-	tx.now, tx.ids = op.At, rowIDs{}
+	tx.now, tx.ids, tx.trace = op.At, rowIDs{}, op.Trace
 	st := tx.s.st
 	fed, act := len(tx.fed), len(tx.activity)
 	if _, err := st.opSavepoint.Exec(); err != nil {

@@ -31,6 +31,7 @@ type stmts struct {
 	bumpActivity      *sql.Stmt
 	insertOrderEvent  *sql.Stmt
 	insertEvent       *sql.Stmt
+	insertTrace       *sql.Stmt
 	stateRaw          *sql.Stmt
 	lastBySource      *sql.Stmt
 	advanceOutbox     *sql.Stmt
@@ -116,6 +117,7 @@ func prepare(ctx context.Context, conn *sql.Conn) (*stmts, error) {
 			learned_via, data, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_id) WHERE state_id IS NULL DO NOTHING`)
+	p(&st.insertTrace, `INSERT OR REPLACE INTO outbox_traces (seq, traceparent) VALUES (?, ?)`)
 	p(&st.stateRaw, `SELECT h.source, coalesce(h.raw, d.raw) FROM orders o
 		JOIN order_history h ON h.id = o.state_id
 		LEFT JOIN deliveries d ON d.id = h.delivery_id

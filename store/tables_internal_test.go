@@ -15,6 +15,7 @@ var localTables = []string{
 	"issued_digests",        // the first digest each report of an ended period issued here
 	"background_migrations", // this database's own migration progress
 	"schema_migrations",     // this database's schema
+	"outbox_traces",         // traceparents, kept only by an instance that traces
 }
 
 // TestTables_everyTableReplicatedOrLocal: a table a migration adds is

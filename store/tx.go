@@ -29,6 +29,9 @@ type Tx struct {
 	// now is the time of the command being applied (zero for a plain
 	// Write, which reads the store's clock).
 	now time.Time
+	// trace is the traceparent of the command being applied, kept with
+	// the events it queues (empty: not traced).
+	trace string
 	// activity holds the webhooks and events this transaction added, for
 	// the per-minute counters written once before it commits (see
 	// flushActivity); a rolled-back write's entries are cut off with it.
@@ -96,6 +99,15 @@ func (tx *Tx) queued(res sql.Result, ev feedEvent) error {
 		return err
 	}
 	ev.seq = seq
+	if tx.trace != "" {
+		// Beside the row, not in it: a trace is no state the replicas
+		// compare (the digest reads the outbox, not this table), and an
+		// untraced event costs no write here.
+		if _, err := tx.s.st.insertTrace.Exec(seq, tx.trace); err != nil {
+			return fmt.Errorf("keep traceparent: %w", err)
+		}
+		ev.traceparent = tx.trace
+	}
 	tx.fed = append(tx.fed, ev)
 	tx.countActivity(tx.Now().UnixMilli(), false) // the row's created_at
 	return nil

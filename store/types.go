@@ -82,4 +82,9 @@ type OutboxEvent struct {
 	MerchantOrderID string
 	LearnedVia      Source
 	Data            json.RawMessage
+	// Traceparent is the W3C traceparent of the span that caused the
+	// event (a webhook, a job, a gateway creation), empty when that was
+	// not traced. The relay passes it on; the store keeps it beside the
+	// row (outbox_traces), not in it.
+	Traceparent string
 }

@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"orderd/cluster"
+	"orderd/internal/telemetry"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/store"
@@ -64,6 +65,7 @@ type Config struct {
 	Reports   ReportsConfig   `yaml:"reports"`
 	Log       LogConfig       `yaml:"log"`
 	Cluster   ClusterConfig   `yaml:"cluster"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
 
 	// ShutdownTimeout bounds a graceful stop: HTTP, cron, relay flush,
 	// NATS drain and the database close must fit in it. The systemd unit's
@@ -331,6 +333,15 @@ type LogConfig struct {
 	Format string `yaml:"format"`
 }
 
+// TelemetryConfig turns on OpenTelemetry traces (docs/operations.md,
+// Tracing).
+type TelemetryConfig struct {
+	// OTLPEndpoint is an OTLP/HTTP collector's base URL
+	// (http://collector:4318); spans go to it + /v1/traces. Empty: the
+	// standard OTEL_EXPORTER_OTLP_ENDPOINT, else tracing off.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}
+
 // DefaultConfig returns the configuration used for every key the YAML does
 // not set. Only the provider's base URL, API key and public keys have no
 // default.
@@ -505,6 +516,9 @@ func LoadConfigFor(path string, getenv func(string) string, use configUse) (*Con
 	// configuration and report the rest.
 	cfg.file = path
 	errs := []error{parseErr, cfg.resolveSecrets(getenv, use), cfg.validate(use)}
+	if use.PublicKeys {
+		errs = append(errs, cfg.resolveTelemetry(getenv))
+	}
 	if use.Files {
 		errs = append(errs, cfg.checkFiles())
 	}
@@ -590,6 +604,25 @@ func withFile(err error, path string) error {
 		}
 	}
 	return err
+}
+
+// resolveTelemetry takes the standard OTEL_EXPORTER_OTLP_ENDPOINT when
+// telemetry.otlp_endpoint is not set, for the commands that trace (the
+// daemon). A malformed value is a configuration error naming the
+// variable.
+func (c *Config) resolveTelemetry(getenv func(string) string) error {
+	if c.Telemetry.OTLPEndpoint != "" {
+		return nil
+	}
+	v := strings.TrimSpace(getenv(telemetry.EnvEndpoint))
+	if v == "" {
+		return nil
+	}
+	if _, err := telemetry.TracesURL(v); err != nil {
+		return &configError{Key: "$" + telemetry.EnvEndpoint, Problem: err.Error() + " (or set telemetry.otlp_endpoint)"}
+	}
+	c.Telemetry.OTLPEndpoint = v
+	return nil
 }
 
 // resolveSecrets fills the secret fields of the parts in use from their
@@ -1030,6 +1063,12 @@ func (c *Config) validate(use configUse) error {
 		add("log.format", "%q is not one of auto, json, console", c.Log.Format)
 	}
 	positive("shutdown_timeout", c.ShutdownTimeout)
+
+	if ep := c.Telemetry.OTLPEndpoint; ep != "" {
+		if _, err := telemetry.TracesURL(ep); err != nil {
+			add("telemetry.otlp_endpoint", "%v", err)
+		}
+	}
 
 	return errors.Join(errs...)
 }

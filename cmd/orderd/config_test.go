@@ -308,6 +308,13 @@ func TestConfig_Validate(t *testing.T) {
 		{name: "bad log level", extra: "log:\n  level: verbose", want: `log.level: "verbose" is not one of debug, info, warn, error`},
 		{name: "bad log format", extra: "log:\n  format: xml", want: `log.format: "xml" is not one of auto, json, console`},
 		{name: "zero shutdown timeout", extra: "shutdown_timeout: 0s", want: "shutdown_timeout: must be a positive duration"},
+		{name: "otlp endpoint over grpc scheme", extra: "telemetry:\n  otlp_endpoint: grpc://collector:4317",
+			want: `telemetry.otlp_endpoint: "grpc://collector:4317" is not an http(s) URL`},
+		{name: "otlp endpoint without a host", extra: "telemetry:\n  otlp_endpoint: http://",
+			want: `telemetry.otlp_endpoint: "http://" has no host`},
+		{name: "otlp endpoint with a query", extra: "telemetry:\n  otlp_endpoint: http://collector:4318/?x=1",
+			want: `telemetry.otlp_endpoint: "http://collector:4318/?x=1" has a query or fragment`},
+		{name: "otlp endpoint", extra: "telemetry:\n  otlp_endpoint: http://collector:4318", want: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"orderd/api"
 	"orderd/cluster"
+	"orderd/internal/telemetry"
 	"orderd/provider"
 	"orderd/publish"
 	"orderd/receiver"
@@ -63,6 +64,8 @@ type daemon struct {
 	// they stopped.
 	stopMig context.CancelFunc
 	migDone chan struct{}
+	// tracing is the OTLP exporter; nil with tracing off.
+	tracing *telemetry.Tracing
 
 	// natsURL is where events can be read: the embedded server's client
 	// URL or the configured one.
@@ -127,6 +130,13 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		logger.Info("removed temporary files a killed operation left beside the database", "component", "store", "files", removed)
 	}
 	replicated := cfg.Cluster.Enabled
+	if d.tracing, err = startTracing(ctx, cfg); err != nil {
+		return nil, err
+	}
+	tp := d.tracing.Provider()
+	if tp != nil {
+		logger.Info("tracing on: spans go to the OTLP endpoint", "endpoint", redactURL(cfg.Telemetry.OTLPEndpoint))
+	}
 
 	// In replicated mode NATS comes first: an empty disk starts from the
 	// newest snapshot.
@@ -230,13 +240,14 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Verifier: verifier,
 		Logger:   logger.With("component", "receiver"),
 		Metrics:  rm,
+		Tracer:   telemetry.Tracer(tp, "orderd/receiver"),
 	})
 
-	d.rec = newReconciler(cfg, d.store, jobClient, logger, reconcile.NewMetrics(d.registry), nil)
+	d.rec = newReconciler(cfg, d.store, withTracing(jobClient, tp), logger, reconcile.NewMetrics(d.registry), nil, tp)
 
 	deps := api.Deps{
 		Store:    d.store,
-		Provider: d.client,
+		Provider: withTracing(d.client, tp),
 		Checks:   []api.Check{{Name: "nats", Check: d.natsReady}},
 		Cluster:  d.clusterAPI(),
 		Metrics:  promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}),
@@ -264,6 +275,7 @@ func startDaemon(ctx context.Context, cfg *Config, logger *slog.Logger, opts dae
 		Logger:    logger.With("component", "api"),
 	}, deps)
 
+	adminHandler = traceGateway(adminHandler, tp)
 	if cfg.Admin.Pprof {
 		adminHandler = withPprof(adminHandler, cfg.Admin.Token.Reveal())
 	}
@@ -376,6 +388,7 @@ func (d *daemon) newRelay() error {
 		Stream:         d.eventStream(),
 		Logger:         d.log.With("component", "publish"),
 		Metrics:        d.pubMetrics,
+		TracerProvider: d.tracing.Provider(),
 	}, d.store, js)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
@@ -508,6 +521,11 @@ func (d *daemon) Close(ctx context.Context) error {
 	}
 	if d.unlock != nil {
 		errs = append(errs, d.unlock())
+	}
+	// Last: the spans of the stop itself (the relay's flush) go out too.
+	// A collector that is gone costs the spans, not the stop.
+	if err := d.tracing.Shutdown(storeCtx); err != nil {
+		d.log.Warn("tracing: spans not sent at stop", "err", err)
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"orderd/provider"
 	"orderd/reconcile"
 	"orderd/store"
@@ -98,7 +100,7 @@ func runReconcileOnce(ctx context.Context, e *env, cfg *Config, logger *slog.Log
 		bar = reconcile.NewProgressBar(e.Stderr)
 		progress = bar.Update
 	}
-	rec := newReconciler(cfg, st, client, logger, nil, progress)
+	rec := newReconciler(cfg, st, client, logger, nil, progress, nil)
 	sums, runErr := rec.Run(ctx, job)
 	if bar != nil {
 		bar.Done()
@@ -163,7 +165,7 @@ func newProviderClient(cfg *Config, hc *http.Client, limiter provider.Limiter, o
 }
 
 // newReconciler maps the reconcile section onto the reconciler.
-func newReconciler(cfg *Config, st *store.Store, client *provider.Client, logger *slog.Logger, m *reconcile.Metrics, progress func(reconcile.Progress)) *reconcile.Reconciler {
+func newReconciler(cfg *Config, st *store.Store, client reconcile.Client, logger *slog.Logger, m *reconcile.Metrics, progress func(reconcile.Progress), tp trace.TracerProvider) *reconcile.Reconciler {
 	return reconcile.New(reconcile.Config{
 		StaleAfter:      cfg.Reconcile.StaleAfter,
 		GiveUpAfter:     cfg.Reconcile.GiveUpAfter,
@@ -182,7 +184,8 @@ func newReconciler(cfg *Config, st *store.Store, client *provider.Client, logger
 			Requisites: cfg.Reconcile.Schedules.Requisites,
 			Report:     cfg.Reconcile.Schedules.Report,
 		},
-		Logger:   logger.With("component", "reconcile"),
-		Progress: progress,
+		Logger:         logger.With("component", "reconcile"),
+		Progress:       progress,
+		TracerProvider: tp,
 	}, st, client, m)
 }

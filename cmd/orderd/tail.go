@@ -16,7 +16,8 @@ func tailCommand() command {
 	return command{
 		Name:    "tail",
 		Summary: "print order events from NATS as they arrive",
-		Help: "Prints one line per event: the subject, a space, the CloudEvent JSON. With -server it reads no\n" +
+		Help: "Prints one line per event: the subject, a space, the CloudEvent JSON (with its traceparent\n" +
+			"attribute when orderd traces: the trace of the webhook or job that caused it). With -server it reads no\n" +
 			"config file, not even one named by -config: give -stream if the stream is not ORDERD.\n" +
 			"Otherwise it reads nats.url (or the embedded server's nats.embedded.listen), nats.stream and\n" +
 			"the credentials from the config.",
