@@ -170,16 +170,17 @@ upgrade-test:
 	@UPGRADE_FROM=$(UPGRADE_FROM) UPGRADE_FROM_ORDERD=$(UPGRADE_FROM_ORDERD) \
 		$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestRollingUpgrade$$' ./test/chaos/
 
-## load: build orderd and orderd-load, start "orderd run" on loopback with a
+## load: build orderd and orderd-bench, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the
-## verify-only ceiling, then 1,000 webhooks/s for 10s; print the summaries.
-## Variables of cmd/orderd-load/load.sh (FLAT_TIME, RATE, KEY_TYPE, ...) apply.
+## verify-only ceiling ("orderd-bench load -ceiling"), then 1,000 webhooks/s
+## for 10s; print the summaries.
+## Variables of cmd/orderd-bench/load.sh (FLAT_TIME, RATE, KEY_TYPE, ...) apply.
 load:
-	@GO=$(GO) cmd/orderd-load/load.sh
+	@GO=$(GO) cmd/orderd-bench/load.sh
 
 ## bench-daemon: the whole daemon ("orderd run", embedded NATS, log level
 ## warn, schedules off) against a verify-only ceiling, driven by wrk with a
-## pre-signed corpus of distinct orders (cmd/orderd-bench): interleaved
+## pre-signed corpus of distinct orders ("orderd-bench daemon"): interleaved
 ## rounds, best of each, throughput, p50/p99, errors, CPU per 1,000
 ## webhooks, peak and idle RSS. BENCH_FLAGS adds flags, e.g.
 ## BENCH_FLAGS='-rounds 3 -profile prof' or, against running instances,
@@ -188,11 +189,11 @@ load:
 BENCH_FLAGS ?=
 bench-daemon: deps build
 	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
-	bin/orderd-bench -orderd bin/orderd $(BENCH_FLAGS)
+	bin/orderd-bench daemon -orderd bin/orderd $(BENCH_FLAGS)
 
 ## bench-cluster: replicated mode under load on this machine — three
 ## nats-server nodes (R3, sync_interval always) and two orderd instances,
-## driven together by orderd-bench with 32 connections beside the
+## driven together by "orderd-bench daemon" with 32 connections beside the
 ## verify-only ceiling and raw R3 publishes on the same cluster (32
 ## publishers, each waiting for its PubAck; the ratio to them is printed)
 ## (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS, CLUSTER_ROUNDS,
@@ -226,7 +227,7 @@ bench-snapshot:
 ## processing and a final webhook per order, repeats, refunds, findings,
 ## balance snapshots), then the real daemon on it: bytes per order, start-up,
 ## each request a person opens (median of 5), the reports of the span and of
-## its last day, backup and migrate (cmd/orderd-scale). SCALE_DIR keeps the
+## its last day, backup and migrate ("orderd-bench scale"). SCALE_DIR keeps the
 ## database (and measures an existing one without rebuilding it); building
 ## 1,000,000 orders takes minutes and about 4 GB of disk. Then a busy day:
 ## BUSY_SIZE orders (default 300,000) arriving in the 5 minutes before, and
@@ -237,19 +238,19 @@ DAYS      ?= 30
 SCALE_DIR ?=
 BUSY_SIZE ?= 300000
 bench-scale: build
-	$(GO) build -o bin/orderd-scale ./cmd/orderd-scale
-	bin/orderd-scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) $(if $(SCALE_DIR),-dir $(SCALE_DIR))
-	$(if $(filter-out 0,$(BUSY_SIZE)),bin/orderd-scale -orderd bin/orderd -scenario busy -size $(BUSY_SIZE) $(if $(SCALE_DIR),-dir $(SCALE_DIR)/busy))
+	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
+	bin/orderd-bench scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) $(if $(SCALE_DIR),-dir $(SCALE_DIR))
+	$(if $(filter-out 0,$(BUSY_SIZE)),bin/orderd-bench scale -orderd bin/orderd -scenario busy -size $(BUSY_SIZE) $(if $(SCALE_DIR),-dir $(SCALE_DIR)/busy))
 
 ## bench-migrate: an upgrade on a database of SIZE orders (built as for
 ## bench-scale, or the one kept in SCALE_DIR): every order's report columns
 ## left to the report_columns background migration, then the real daemon
 ## started on it: start-up to /readyz 200, webhook ingest while the
 ## migration runs and once it finished (the reference, same run), and how
-## long the migration took (cmd/orderd-scale -migration).
+## long the migration took ("orderd-bench scale -migration").
 bench-migrate: build
-	$(GO) build -o bin/orderd-scale ./cmd/orderd-scale
-	bin/orderd-scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) -migration $(if $(SCALE_DIR),-dir $(SCALE_DIR))
+	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
+	bin/orderd-bench scale -orderd bin/orderd -size $(SIZE) -days $(DAYS) -migration $(if $(SCALE_DIR),-dir $(SCALE_DIR))
 
 ## vulncheck: govulncheck (pinned) against the Go vulnerability database
 ## built from the golang.org/x/vulndb module; see .ci/vulncheck.

@@ -31,7 +31,7 @@ const (
 	benchProfile   = "ORDERD_REPORT_BENCH_CPUPROFILE"
 	// benchPeriod, "FROM/TO" in dates, reports on that period instead of
 	// benchDay: with ORDERD_REPORT_BENCH_KEEP pointing at a database built
-	// by orderd-scale (make bench-scale), a month of its orders.
+	// by "orderd-bench scale" (make bench-scale), a month of its orders.
 	benchPeriod = "ORDERD_REPORT_BENCH_PERIOD"
 )
 

@@ -3,7 +3,7 @@
 # nats-server nodes (built from the module version go.mod pins; JetStream
 # with sync_interval: always, the setting replicated mode's guarantees
 # assume) and two "orderd run" instances with cluster.enabled, all on this
-# machine's loopback, then orderd-bench against both instances at once
+# machine's loopback, then "orderd-bench daemon" against both instances at once
 # (wrk spreading CLUSTER_CONNS connections over them) beside the
 # verify-only ceiling and raw JetStream publishes to a scratch stream with
 # the log's settings on the same cluster (CLUSTER_CONNS publishers, each
@@ -60,9 +60,8 @@ free_port() {
 echo "bench-cluster: building into $dir"
 $GO build -o "$dir/orderd" ./cmd/orderd
 $GO build -o "$dir/orderd-bench" ./cmd/orderd-bench
-$GO build -o "$dir/orderd-load" ./cmd/orderd-load
 $GO build -o "$dir/nats-server" github.com/nats-io/nats-server/v2
-"$dir/orderd-load" -gen-key-out "$dir/key.pem" -key-type rsa >/dev/null
+"$dir/orderd-bench" load -gen-key-out "$dir/key.pem" -key-type rsa >/dev/null
 
 nports=()
 cports=()
@@ -179,7 +178,7 @@ if [ "$PROFILE_OF" = leader ]; then
 	echo "bench-cluster: instance $PROFILE_OF leads; its profiles are taken"
 fi
 
-"$dir/orderd-bench" -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
+"$dir/orderd-bench" daemon -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
 	-raw-nats "$nats_url" -nats-pid "$npids" \
 	-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE" -profile-of "$PROFILE_OF"} ${nprofs:+-nats-prof "$nprofs"}
 for a in ${admins//,/ }; do
@@ -190,7 +189,7 @@ if [ -n "$NATS_PROFILE" ]; then
 	for i in 0 1 2; do
 		curl -fsS "http://127.0.0.1:${mports[$i]}/jsz?streams=true&consumers=true&config=true" >"$NATS_PROFILE/nats-$((i + 1)).jsz.json"
 	done
-	"$dir/orderd-bench" -counts -raw-nats "$nats_url"
+	"$dir/orderd-bench" daemon -counts -raw-nats "$nats_url"
 	echo "bench-cluster: NATS CPU profiles and JetStream reports in $NATS_PROFILE (nats-N.cpu.pprof, nats-N.jsz.json)"
 fi
 
@@ -200,12 +199,12 @@ for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
 if [ "$SINGLE" = 1 ]; then
 	echo "bench-cluster: single-node mode, the same way"
-	"$dir/orderd-bench" -orderd "$dir/orderd" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
+	"$dir/orderd-bench" daemon -orderd "$dir/orderd" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
 fi
 if [ -n "$BEFORE" ]; then
 	echo "bench-cluster: single-node mode built from $BEFORE"
 	git worktree add -q --detach "$dir/before" "$BEFORE"
 	(cd "$dir/before" && $GO build -o "$dir/orderd-before" ./cmd/orderd)
 	git worktree remove --force "$dir/before"
-	"$dir/orderd-bench" -orderd "$dir/orderd-before" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
+	"$dir/orderd-bench" daemon -orderd "$dir/orderd-before" -c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s -rate 0
 fi

@@ -4,17 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"time"
 
+	"orderd/cmd/orderd-bench/internal/corpus"
 	"orderd/provider/providertest"
 )
 
@@ -32,35 +27,9 @@ type corpusSet struct {
 // runID and the set's base, so no two sets, and no two runs against the
 // same database, share an order.
 func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID uint32, base, n, shards int) (corpusSet, error) {
-	lines := make([][]byte, n)
-	now := time.Now().UTC().Truncate(time.Second)
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if i%512 == 0 && ctx.Err() != nil {
-					errs[w] = ctx.Err()
-					return
-				}
-				body := providertest.LoadWebhook("bench", runID, base+i, now)
-				sig, err := providertest.Sign(key, body)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				line := make([]byte, 0, len(sig)+1+len(body)+1)
-				line = append(line, sig...)
-				line = append(line, '\t')
-				line = append(line, body...)
-				lines[i] = append(line, '\n')
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return corpusSet{}, fmt.Errorf("sign the corpus: %w", err)
+	webhooks, err := corpus.Sign(ctx, key, "bench", runID, base, n)
+	if err != nil {
+		return corpusSet{}, err
 	}
 	for s := range shards {
 		name := fmt.Sprintf("%s-%d.txt", prefix, s)
@@ -70,7 +39,10 @@ func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID ui
 		}
 		bw := bufio.NewWriterSize(f, 1<<20)
 		for i := s; i < n; i += shards {
-			_, _ = bw.Write(lines[i])
+			_, _ = bw.WriteString(webhooks[i].Sig)
+			_ = bw.WriteByte('\t')
+			_, _ = bw.Write(webhooks[i].Body)
+			_ = bw.WriteByte('\n')
 		}
 		err = bw.Flush()
 		if cerr := f.Close(); err == nil {
@@ -81,15 +53,6 @@ func writeCorpus(ctx context.Context, key crypto.Signer, prefix string, runID ui
 		}
 	}
 	return corpusSet{prefix: prefix, shards: shards, count: n}, nil
-}
-
-// newRunID is a random prefix for this run's order ids.
-func newRunID() (uint32, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return 0, fmt.Errorf("run id: %w", err)
-	}
-	return binary.BigEndian.Uint32(b[:]), nil
 }
 
 // freshKey writes a new RSA-2048 key pair into dir and returns the key and

@@ -56,7 +56,7 @@ type options struct {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var urls, admins, pids, rawNATS, natsPIDs, natsProf string
-	fs := flag.NewFlagSet("orderd-bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("orderd-bench daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "orderd `binary` to start (unless -url is given)")
 	fs.StringVar(&urls, "url", "", "comma-separated webhook `URLs` of receivers already running; default: start orderd")

@@ -1,4 +1,15 @@
-// Command orderd-bench measures the whole daemon against a verify-only
+// Command orderd-bench is orderd's one load and benchmark command. Its
+// subcommands:
+//
+//	orderd-bench daemon [flags]   the whole daemon against a verify-only ceiling (make bench-daemon, make bench-cluster)
+//	orderd-bench load [flags]     signed webhooks at a rate or flat out, latency from the sender's side (make load)
+//	orderd-bench scale [flags]    a database of a long life, or a pending migration (make bench-scale, make bench-migrate)
+//
+// "orderd-bench SUBCOMMAND -h" lists a subcommand's flags. The load and
+// scale subcommands are described in their packages (internal/load,
+// internal/scale); the rest of this comment is the daemon subcommand's.
+//
+// "orderd-bench daemon" measures the whole daemon against a verify-only
 // ceiling with a light client: wrk and a Lua script posting a pre-signed
 // corpus of distinct completed payin orders, so that the client's own cost
 // per request is small next to the server's work and the ratio between the
@@ -40,11 +51,11 @@
 //
 // Usage:
 //
-//	orderd-bench [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
-//	orderd-bench -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
+//	orderd-bench daemon [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
+//	orderd-bench daemon -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
 //	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N [-nats-prof URL[,URL...]]]
-//	orderd-bench -explain DIR
-//	orderd-bench -counts -raw-nats URL[,URL...]
+//	orderd-bench daemon -explain DIR
+//	orderd-bench daemon -counts -raw-nats URL[,URL...]
 //
 // Exit status: 0 after a run, 1 when the run failed (a process did not
 // start, wrk failed), 2 on a usage error. Answers other than 2xx and socket
@@ -60,13 +71,54 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"orderd/cmd/orderd-bench/internal/load"
+	"orderd/cmd/orderd-bench/internal/scale"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	os.Exit(code)
+}
+
+// subcommands are orderd-bench's, in the order the usage lists them.
+var subcommands = []struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}{
+	{"daemon", "the whole daemon (or running receivers with -url) against a verify-only ceiling, driven by wrk", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return exitCode(run(ctx, args, stdout, stderr), stderr)
+	}},
+	{"load", "signed webhooks at a rate or flat out, latency from the sender's side; -gen-key-out writes a key pair", load.Run},
+	{"scale", "a database of a long life (-scenario month|busy) or a pending migration (-migration) under the real daemon", scale.Run},
+}
+
+// dispatch runs the subcommand named by args[0] with the rest of args and
+// returns the exit status: 2 when no subcommand, -h, or an unknown one is
+// given.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		return 2
+	}
+	for _, c := range subcommands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "orderd-bench: unknown subcommand %q\n", args[0])
+	printUsage(stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: orderd-bench SUBCOMMAND [flags]  (orderd-bench SUBCOMMAND -h lists its flags)")
+	fmt.Fprintln(w, "subcommands:")
+	for _, c := range subcommands {
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+	}
 }
 
 // usageError marks a problem with the command line; it exits with status 2.
@@ -85,7 +137,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 2
 	}
-	fmt.Fprintln(stderr, "orderd-bench:", err)
+	fmt.Fprintln(stderr, "orderd-bench daemon:", err)
 	if _, ok := errors.AsType[usageError](err); ok {
 		return 2
 	}

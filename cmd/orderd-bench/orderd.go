@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"orderd/cmd/orderd-bench/internal/orderdconfig"
 )
 
 // orderdProc is an "orderd run" this tool started.
@@ -27,41 +29,18 @@ type orderdProc struct {
 	admin   string // admin base URL
 }
 
-// orderdConfig is the daemon's configuration for the run: every listener on
-// a free loopback port, a fresh database and JetStream directory, every
-// reconcile schedule off, the provider never called; with pprof, Go's
-// profiles on the admin listener (loopback, no token).
+// orderdConfig is the daemon's configuration for the run (see
+// orderdconfig): a fresh database and JetStream directory in dir; with
+// pprof, Go's profiles on the admin listener (loopback, no token).
 func orderdConfig(dir, pubKey, level, extra string, pprof bool) string {
-	return fmt.Sprintf(`provider:
-  # Never called: every schedule is off and no creation is made.
-  base_url: http://127.0.0.1:9
-  api_key: unused-by-the-benchmark
-  public_keys: [%q]
-receiver:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-%sstore:
-  path: %q
-nats:
-  embedded:
-    listen: 127.0.0.1:0
-    store_dir: %q
-reconcile:
-  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
-log:
-  level: %s
-  format: json
-%s`, pubKey, pprofLine(pprof), filepath.Join(dir, "orderd.db"), filepath.Join(dir, "nats"), level, extra)
-}
-
-// pprofLine is admin.pprof when asked for, else nothing, so that a binary
-// older than the key can be measured.
-func pprofLine(on bool) string {
-	if !on {
-		return ""
-	}
-	return "  pprof: true\n"
+	return orderdconfig.YAML(orderdconfig.Options{
+		PublicKey: pubKey,
+		Database:  filepath.Join(dir, "orderd.db"),
+		NATSDir:   filepath.Join(dir, "nats"),
+		Level:     level,
+		Pprof:     pprof,
+		Extra:     extra,
+	})
 }
 
 var (

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"orderd/cmd/orderd-bench/internal/corpus"
 )
 
 // roundResult is one round against one target.
@@ -180,7 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		b.logf("reusing the key and the %d signed webhooks in %s", o.rounds*o.perRound+profSet.count+pacedSet.count, b.dir)
 	} else {
-		runID, err := newRunID()
+		runID, err := corpus.NewRunID()
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package scale
 
 import (
 	"context"
@@ -23,6 +23,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"orderd/cmd/orderd-bench/internal/orderdconfig"
 )
 
 // timing is one measured step: its median (of runs, or the single run)
@@ -63,28 +65,13 @@ func writeConfig(dir, dbPath string) (string, error) {
 	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
 		return "", err
 	}
-	cfg := fmt.Sprintf(`provider:
-  base_url: http://127.0.0.1:9
-  api_key: unused-by-the-benchmark
-  public_keys: [%q]
-receiver:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-store:
-  path: %q
-nats:
-  embedded:
-    listen: 127.0.0.1:0
-    store_dir: %q
-reconcile:
-  schedules: {stale: "off", doubt: "off", balances: "off", requisites: "off", report: "off"}
-reports:
-  dir: %q
-log:
-  level: info
-  format: json
-`, pub, dbPath, filepath.Join(dir, "nats"), filepath.Join(dir, "reports"))
+	cfg := orderdconfig.YAML(orderdconfig.Options{
+		PublicKey: pub,
+		Database:  dbPath,
+		NATSDir:   filepath.Join(dir, "nats"),
+		Level:     "info",
+		Extra:     fmt.Sprintf("reports:\n  dir: %q\n", filepath.Join(dir, "reports")),
+	})
 	path := filepath.Join(dir, "orderd.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end load run, as "make load" does it: build orderd and orderd-load,
+# End-to-end load run, as "make load" does it: build orderd and orderd-bench,
 # make a signing key pair, start "orderd run" on loopback (embedded NATS,
 # every schedule off, a fresh SQLite file) trusting the public key, then
 #   1. FLAT_SENDERS senders flat out for FLAT_TIME, beside the verify-only
-#      ceiling measured in the same run (orderd-load -ceiling);
+#      ceiling measured in the same run (orderd-bench load -ceiling);
 #   2. RATE webhooks per second for RATE_TIME.
 # orderd is stopped by its PID and everything is removed afterwards. The
 # summary lines are printed at the end; KEEP=1 keeps the directory.
@@ -24,7 +24,7 @@ REPEAT=${REPEAT:-0}
 # ecdsa signs up front much faster but verifies several times slower.
 KEY_TYPE=${KEY_TYPE:-rsa}
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/orderd-load.XXXXXX")
+dir=$(mktemp -d "${TMPDIR:-/tmp}/orderd-bench-load.XXXXXX")
 pid=
 cleanup() {
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -41,8 +41,8 @@ trap cleanup EXIT
 
 echo "load: building into $dir"
 $GO build -o "$dir/orderd" ./cmd/orderd
-$GO build -o "$dir/orderd-load" ./cmd/orderd-load
-"$dir/orderd-load" -gen-key-out "$dir/load-key.pem" -key-type "$KEY_TYPE"
+$GO build -o "$dir/orderd-bench" ./cmd/orderd-bench
+"$dir/orderd-bench" load -gen-key-out "$dir/load-key.pem" -key-type "$KEY_TYPE"
 
 # Every listener on port 0: orderd logs the addresses it bound.
 cat >"$dir/config.yaml" <<EOF
@@ -94,10 +94,10 @@ echo "load: orderd (pid $pid) takes webhooks at $url"
 echo "load: machine: $(nproc) CPUs, $(uname -srm), $($GO env GOVERSION)"
 
 echo "load: phase 1: $FLAT_SENDERS senders flat out for $FLAT_TIME (at most $FLAT_MAX), ceiling first"
-"$dir/orderd-load" -url "$url" -ceiling -key "$dir/load-key.pem" -flat -c "$FLAT_SENDERS" \
+"$dir/orderd-bench" load -url "$url" -ceiling -key "$dir/load-key.pem" -flat -c "$FLAT_SENDERS" \
 	-d "$FLAT_TIME" -n "$FLAT_MAX" -repeat "$REPEAT" | tee "$dir/flat.txt"
 echo "load: phase 2: $RATE webhooks/s for $RATE_TIME"
-"$dir/orderd-load" -url "$url" -key "$dir/load-key.pem" -rate "$RATE" -c "$RATE_SENDERS" \
+"$dir/orderd-bench" load -url "$url" -key "$dir/load-key.pem" -rate "$RATE" -c "$RATE_SENDERS" \
 	-d "$RATE_TIME" -repeat "$REPEAT" | tee "$dir/rate.txt"
 
 if [ "${METRICS:-0}" = 1 ]; then

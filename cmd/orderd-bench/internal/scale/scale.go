@@ -1,4 +1,4 @@
-// Command orderd-scale measures orderd on a database of a long life: it
+// Package scale is "orderd-bench scale": it measures orderd on a database of a long life: it
 // builds a database of -size orders through the store's real write path
 // (each order a processing and a final webhook applied with store.Apply by
 // many callers at once, so group commit batches them; some final webhooks
@@ -31,8 +31,8 @@
 //
 // Usage:
 //
-//	orderd-scale -orderd bin/orderd [-scenario month|busy] [-wait=false] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
-//	orderd-scale -orderd bin/orderd -migration [-size 1000000] [-dir DIR] [-window 10s] [-senders 32]
+//	orderd-bench scale -orderd bin/orderd [-scenario month|busy] [-wait=false] [-size 1000000] [-days 30] [-dir DIR] [-runs 5]
+//	orderd-bench scale -orderd bin/orderd -migration [-size 1000000] [-dir DIR] [-window 10s] [-senders 32]
 //
 // With -migration it measures an upgrade instead: every order's report
 // columns emptied and the background migration that writes them
@@ -43,7 +43,7 @@
 // in the same run).
 //
 // Exit status: 0 after a run, 1 when a step failed, 2 on a usage error.
-package main
+package scale
 
 import (
 	"context"
@@ -51,20 +51,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
 
 // options are the command line's.
 type options struct {
@@ -83,8 +74,11 @@ type options struct {
 	mig       migrationOptions
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("orderd-scale", flag.ContinueOnError)
+// Run runs "orderd-bench scale" with args (those after the subcommand) and
+// returns its exit status: 0 after a run, 1 when a step failed, 2 on a
+// usage error.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("orderd-bench scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.orderd, "orderd", "bin/orderd", "the orderd binary to measure")
@@ -105,15 +99,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.size < 100 || o.days < 1 || o.runs < 1 || o.workers < 1 || fs.NArg() > 0 || o.build && o.dir == "" ||
 		o.mig.window <= 0 || o.mig.senders < 1 || o.mig.perRound < 1 {
-		fmt.Fprintln(stderr, "orderd-scale: -size must be at least 100, -days, -runs, -workers, -senders and -webhooks at least 1, -window positive, -build-only needs -dir, and no arguments")
+		fmt.Fprintln(stderr, "orderd-bench scale: -size must be at least 100, -days, -runs, -workers, -senders and -webhooks at least 1, -window positive, -build-only needs -dir, and no arguments")
 		return 2
 	}
 	if o.scenario != scenarioMonth && o.scenario != scenarioBusy {
-		fmt.Fprintf(stderr, "orderd-scale: -scenario must be %s or %s, not %q\n", scenarioMonth, scenarioBusy, o.scenario)
+		fmt.Fprintf(stderr, "orderd-bench scale: -scenario must be %s or %s, not %q\n", scenarioMonth, scenarioBusy, o.scenario)
 		return 2
 	}
 	if err := measure(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, "orderd-scale:", err)
+		fmt.Fprintln(stderr, "orderd-bench scale:", err)
 		return 1
 	}
 	return 0
@@ -129,7 +123,7 @@ func measure(ctx context.Context, o options, stdout, progress io.Writer) error {
 	}
 	dir := o.dir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "orderd-scale-"); err != nil {
+		if dir, err = os.MkdirTemp("", "orderd-bench-scale-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)

@@ -1,4 +1,4 @@
-// Command orderd-load sends uniquely signed order webhooks to a webhook
+// Package load is "orderd-bench load": it sends uniquely signed order webhooks to a webhook
 // receiver, at a fixed rate or as fast as it answers, and measures from the
 // sender's side how long each acknowledgement takes.
 //
@@ -19,8 +19,8 @@
 //
 // Usage:
 //
-//	orderd-load -gen-key-out FILE [-key-type ecdsa|rsa]
-//	orderd-load [-url URL] [-ceiling] -key FILE (-flat | -rate N) [-c N] [-n N] [-d D] [-repeat F] [-rounds R]
+//	orderd-bench load -gen-key-out FILE [-key-type ecdsa|rsa]
+//	orderd-bench load [-url URL] [-ceiling] -key FILE (-flat | -rate N) [-c N] [-n N] [-d D] [-repeat F] [-rounds R]
 //
 // -gen-key-out writes a fresh private key to FILE (mode 0600) and its
 // public key to FILE.pub; list FILE.pub under provider.public_keys in the
@@ -33,7 +33,7 @@
 // with both -url and -ceiling, a last line "ratio=R" (the target's rate over
 // the ceiling's). Exit status: 0 after a run (whatever the answers), 1 on a
 // runtime failure, 2 on a usage error.
-package main
+package load
 
 import (
 	"context"
@@ -41,16 +41,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitCode(err, os.Stderr))
+// Run runs "orderd-bench load" with args (those after the subcommand) and
+// returns its exit status: 0 after a run, 1 on a runtime failure, 2 on a
+// usage error.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return exitCode(run(ctx, args, stdout, stderr), stderr)
 }
 
 // usageError marks a problem with the command line; it exits with status 2.
@@ -69,7 +66,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 2
 	}
-	fmt.Fprintln(stderr, "orderd-load:", err)
+	fmt.Fprintln(stderr, "orderd-bench load:", err)
 	var u usageError
 	if errors.As(err, &u) {
 		return 2

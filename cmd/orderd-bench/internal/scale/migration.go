@@ -1,9 +1,8 @@
-package main
+package scale
 
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"orderd/cmd/orderd-bench/internal/corpus"
 	"orderd/provider/providertest"
 )
 
@@ -66,40 +65,6 @@ func pendMigration(ctx context.Context, path string) (orders int64, err error) {
 	return orders, err
 }
 
-// signedWebhook is one request ready to send.
-type signedWebhook struct {
-	sig  string
-	body []byte
-}
-
-// signWebhooks signs n distinct completed payins of round with key.
-func signWebhooks(ctx context.Context, key crypto.Signer, runID uint32, base, n int) ([]signedWebhook, error) {
-	out := make([]signedWebhook, n)
-	now := time.Now().UTC().Truncate(time.Second)
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if i%512 == 0 && ctx.Err() != nil {
-					errs[w] = ctx.Err()
-					return
-				}
-				body := providertest.LoadWebhook("scale", runID, base+i, now)
-				sig, err := providertest.Sign(key, body)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				out[i] = signedWebhook{sig: sig, body: body}
-			}
-		})
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
 // ingestResult is one ingest window.
 type ingestResult struct {
 	acked, failed int
@@ -111,7 +76,7 @@ func (r ingestResult) rate() float64 { return float64(r.acked) / r.elapsed.Secon
 
 // ingest posts the webhooks from senders at once until they are all sent
 // or the window ends, and counts the 200s.
-func ingest(ctx context.Context, url string, hooks []signedWebhook, senders int, window time.Duration) ingestResult {
+func ingest(ctx context.Context, url string, hooks []corpus.Webhook, senders int, window time.Duration) ingestResult {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	defer client.CloseIdleConnections()
 	var (
@@ -131,8 +96,8 @@ func ingest(ctx context.Context, url string, hooks []signedWebhook, senders int,
 				if i >= len(hooks) {
 					break
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(hooks[i].body))
-				req.Header.Set("Signature", hooks[i].sig)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(hooks[i].Body))
+				req.Header.Set("Signature", hooks[i].Sig)
 				req.Header.Set("Content-Type", "application/json")
 				s := time.Now()
 				resp, err := client.Do(req)
@@ -204,11 +169,11 @@ func measureMigration(ctx context.Context, bin, dir, db string, mo migrationOpti
 		return err
 	}
 	runID := rand.Uint32()
-	during, err := signWebhooks(ctx, key, runID, 0, mo.perRound)
+	during, err := corpus.Sign(ctx, key, "scale", runID, 0, mo.perRound)
 	if err != nil {
 		return err
 	}
-	after, err := signWebhooks(ctx, key, runID, mo.perRound, mo.perRound)
+	after, err := corpus.Sign(ctx, key, "scale", runID, mo.perRound, mo.perRound)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("orderd-load", flag.ContinueOnError)
+	fs := flag.NewFlagSet("orderd-bench load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.url, "url", "", "webhook `URL` of the receiver, e.g. http://127.0.0.1:8080/webhooks/orders")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "also measure a verify-only server in this process (run before -url)")
@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "orderd-load: wrote %s and %s\n", o.genKeyOut, pub)
+		fmt.Fprintf(stderr, "orderd-bench load: wrote %s and %s\n", o.genKeyOut, pub)
 		if o.url == "" && !o.ceiling {
 			return nil
 		}
@@ -164,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "orderd-load: signed %d distinct webhooks in %s\n", distinct, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "orderd-bench load: signed %d distinct webhooks in %s\n", distinct, time.Since(start).Round(time.Millisecond))
 
 	cfg := loadConfig{
 		rate:     o.rate,
@@ -226,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // errors says why.
 func reportFirstError(stderr io.Writer, target string, r *result) {
 	if r.firstErr != nil {
-		fmt.Fprintf(stderr, "orderd-load: %s: first failure: %v\n", target, r.firstErr)
+		fmt.Fprintf(stderr, "orderd-bench load: %s: first failure: %v\n", target, r.firstErr)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package scale
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestRun_small(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := run(t.Context(), []string{"-orderd", bin, "-size", "300", "-days", "2", "-runs", "3", "-dir", dir}, &out, &errb); code != 0 {
+	if code := Run(t.Context(), []string{"-orderd", bin, "-size", "300", "-days", "2", "-runs", "3", "-dir", dir}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out.String(), errb.String())
 	}
 	t.Logf("\n%s", out.String())
@@ -60,7 +60,7 @@ func TestRun_small(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := run(t.Context(), []string{"-orderd", bin, "-size", "300", "-runs", "1", "-dir", dir}, &out, &errb); code != 0 {
+	if code := Run(t.Context(), []string{"-orderd", bin, "-size", "300", "-runs", "1", "-dir", dir}, &out, &errb); code != 0 {
 		t.Fatalf("second run: exit %d:\n%s\n%s", code, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "exists; measured as it is") || strings.Contains(out.String(), "built ") {
@@ -71,7 +71,7 @@ func TestRun_small(t *testing.T) {
 	// every interactive request on the table, no report; timed at once
 	// rather than minutes later.
 	out.Reset()
-	if code := run(t.Context(), []string{"-orderd", bin, "-scenario", "busy", "-wait=false", "-size", "300", "-runs", "1", "-dir", t.TempDir()}, &out, &errb); code != 0 {
+	if code := Run(t.Context(), []string{"-orderd", bin, "-scenario", "busy", "-wait=false", "-size", "300", "-runs", "1", "-dir", t.TempDir()}, &out, &errb); code != 0 {
 		t.Fatalf("busy day: exit %d:\n%s\n%s", code, out.String(), errb.String())
 	}
 	t.Logf("\n%s", out.String())
@@ -94,7 +94,7 @@ func TestRun_small(t *testing.T) {
 func TestRun_usage(t *testing.T) {
 	for _, args := range [][]string{{"-size", "10"}, {"-runs", "0"}, {"-build-only"}, {"extra"}, {"-scenario", "weekend"}} {
 		var out, errb bytes.Buffer
-		if code := run(t.Context(), args, &out, &errb); code != 2 {
+		if code := Run(t.Context(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
 		}
 	}
@@ -115,7 +115,7 @@ func TestRun_migrationSmall(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	args := []string{"-orderd", bin, "-size", "300", "-days", "2", "-dir", dir, "-migration", "-window", "1s", "-senders", "4", "-webhooks", "200"}
-	if code := run(t.Context(), args, &out, &errb); code != 0 {
+	if code := Run(t.Context(), args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out.String(), errb.String())
 	}
 	t.Logf("\n%s", out.String())
