@@ -40,9 +40,13 @@ const denseReconcileYAML = `reconcile:
 // an hour of demo traffic, in-doubt creations, watched orders, refunds and
 // late, repeated and out-of-order webhooks included), lets the reconciler
 // finish what the demo left, and asserts what the banner promises: no
-// finding at all, open or resolved (the banner's only deliberate finding
-// needs someone to move money through the fake's control API), every
-// order final, no creation left in doubt.
+// finding but the deliberate one, every order final, no creation left in
+// doubt. The deliberate one is the README's: right after the start, money
+// leaves the brl balance at the fake with no order behind it
+// (adjust-balance -12.34). Its balance_drift finding of exactly -12.34
+// must open and stay open, unresolved, through every balance check of
+// the dense demo (hundreds of orders in flight, whose amounts could sum to
+// the gap): a real loss is never closed by the tool.
 //
 // The pace is bounded because the schedules are not compressed with it:
 // at a step every 40ms, hundreds of orders are in flight at every balance
@@ -78,6 +82,14 @@ func TestSandbox_demoStaysClean(t *testing.T) {
 			t.Fatalf("no banner within 30s:\n%s\n%s", stdout, stderr)
 		}
 	}
+	fake := bannerFake.FindStringSubmatch(stdout.String())
+	if fake == nil {
+		t.Fatalf("no fake provider in the banner:\n%s", stdout)
+	}
+	if code, body := do(t, "POST", strings.TrimSuffix(fake[1], "/")+"/_control/adjust-balance", fake[2], `{"currency":"brl","delta":"-12.34"}`); code != http.StatusOK {
+		t.Fatalf("adjust-balance: %d %s", code, body)
+	}
+	lossAt := time.Now()
 	for deadline := time.Now().Add(6 * time.Minute); !strings.Contains(stderr.String(), `"msg":"demo traffic done"`); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the demo did not take %d steps within 6 minutes", steps)
@@ -117,12 +129,29 @@ func TestSandbox_demoStaysClean(t *testing.T) {
 	// Beyond give_up_after from the demo's end: an order that was going to
 	// stay processing has been given up on by now.
 	time.Sleep(45 * time.Second)
-	if fs := list("/v1/findings?state=all&limit=500", "findings"); len(fs) != 0 {
-		t.Errorf("the demo raised %d findings, none of which the banner names as deliberate:", len(fs))
-		for _, f := range fs {
+	var loss []map[string]any
+	var others []map[string]any
+	for _, f := range list("/v1/findings?state=all&limit=500", "findings") {
+		if f["kind"] == "balance_drift" && f["key"] == "brl" {
+			loss = append(loss, f)
+			continue
+		}
+		others = append(others, f)
+	}
+	if len(others) != 0 {
+		t.Errorf("the demo raised %d findings the banner does not name as deliberate:", len(others))
+		for _, f := range others {
 			b, _ := json.Marshal(f)
 			t.Logf("%s", b)
 		}
+	}
+	// The loss: one finding, still open, of exactly -12.34, after
+	// every balance check since lossAt.
+	b, _ := json.Marshal(loss)
+	if len(loss) != 1 || loss[0]["status"] != "open" {
+		t.Errorf("the -12.34 taken from brl at the fake %s ago: want one open balance_drift finding, got %s", time.Since(lossAt).Round(time.Second), b)
+	} else if d, _ := json.Marshal(loss[0]["detail"]); !strings.Contains(string(d), `"-12.34"`) {
+		t.Errorf("the balance_drift finding does not name -12.34: %s", b)
 	}
 	if n := strings.Count(stderr.String(), `"msg":"demo request"`); n < steps/2 {
 		t.Errorf("only %d demo requests were logged for %d steps", n, steps)

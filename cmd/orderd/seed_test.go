@@ -155,13 +155,17 @@ func tableCounts(t testing.TB, path string) map[string]int {
 	return out
 }
 
-// clusterYAML is the cluster section of an instance named node.
+// clusterYAML is the cluster section of an instance named node, with a
+// lease of 2s unless extra names one.
 func clusterYAML(node, extra string) string {
+	ttl := "  lease_ttl: 2s\n"
+	if strings.Contains(extra, "lease_ttl:") {
+		ttl = ""
+	}
 	return fmt.Sprintf(`cluster:
   enabled: true
   node: %s
-  lease_ttl: 2s
-%s`, node, extra) + quietJobs
+%s%s`, node, ttl, extra) + quietJobs
 }
 
 // natsYAML is the nats section every instance of these tests shares: the
@@ -569,8 +573,10 @@ func TestClusterSeed_LostLog(t *testing.T) {
 	js := jetStreamAt(t, ec.ClientURL())
 
 	dirA, dirB := t.TempDir(), t.TempDir()
-	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", ""))
-	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", ""))
+	// A lease of 20s: on a loaded machine (go test -race beside other
+	// packages) a 2s lease can lapse under a paused a.
+	cfgA := daemonConfig(t, dirA, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("a", "  lease_ttl: 20s\n"))
+	cfgB := daemonConfig(t, dirB, fake, natsYAML(ec.ClientURL(), ""), clusterYAML("b", "  lease_ttl: 20s\n"))
 	// a leads throughout: b, which stops first, never held the lease, so
 	// no takeover can publish an event again (the short duplicate window
 	// would keep such a repeat), and a repeat on the stream can only come
