@@ -352,19 +352,26 @@ func upgradeOnce(t *testing.T, l *lab, prev, order string, seed uint64, seconds 
 	step("load done")
 
 	raised := false
+	newest := 0
+	if v, ok := first.view(); ok && v.LogVersion != nil {
+		newest = v.LogVersion.Reads.Newest
+	}
+	if newest <= 2 {
+		t.Errorf("the upgraded instance reads log versions up to %d; want one newer than the previous release's 2", newest)
+	}
 	if waitRaise {
-		// Every reader reads version 3 now; the old release's consumers
-		// count for two minutes after their last delivery.
+		// Every reader reads the newest version now; the old release's
+		// consumers count for two minutes after their last delivery.
 		raised = waitFor(4*time.Minute, time.Second, func() bool {
 			v, ok := first.view()
-			return ok && v.LogVersion != nil && v.LogVersion.InForce == 3
+			return ok && v.LogVersion != nil && v.LogVersion.InForce == newest
 		})
 		if !raised {
 			v, _ := first.view()
 			notes = append(notes, fmt.Sprintf("log version not raised within 4 minutes: %+v", v.LogVersion))
 			t.Errorf("the log version was not raised once both instances ran this tree")
 		} else {
-			step("log version raised to 3")
+			step("log version raised to %d", newest)
 			// An entry or two in the new form before the checks.
 			time.Sleep(2 * time.Second)
 		}
@@ -392,8 +399,8 @@ func upgradeOnce(t *testing.T, l *lab, prev, order string, seed uint64, seconds 
 	if newer > 0 {
 		t.Errorf("entry %d, written while the previous release still ran, is not of version 2", newer)
 	}
-	if waitRaise && raised && count[3] == 0 {
-		t.Errorf("no entry of version 3 after the version was raised")
+	if waitRaise && raised && count[byte(newest)] == 0 {
+		t.Errorf("no entry of version %d after the version was raised", newest)
 	}
 	for _, o := range w.ods {
 		b, _ := os.ReadFile(o.logPath)
@@ -408,8 +415,8 @@ func upgradeOnce(t *testing.T, l *lab, prev, order string, seed uint64, seconds 
 	for _, o := range w.ods {
 		o.p.stop(20 * time.Second)
 	}
-	fmt.Printf("rolling upgrade %s: acked %d, lost %d, duplicated %d, unleased %d, silent divergence %d; longest without a ready lease holder %s; log entries v2 %d, v3 %d (every entry to %d of v2); refused: %v; %s\n",
-		order, r.acked, r.lost, r.duplicated, r.unleased, r.divergent, gap.Round(time.Millisecond), count[2], count[3], lastMixed, r.refused, strings.Join(notes, "; "))
+	fmt.Printf("rolling upgrade %s: acked %d, lost %d, duplicated %d, unleased %d, silent divergence %d; longest without a ready lease holder %s; log entries v2 %d, v%d %d (every entry to %d of v2); refused: %v; %s\n",
+		order, r.acked, r.lost, r.duplicated, r.unleased, r.divergent, gap.Round(time.Millisecond), count[2], newest, count[byte(newest)], lastMixed, r.refused, strings.Join(notes, "; "))
 	if r.lost > 0 || r.duplicated > 0 || r.unleased > 0 || r.divergent > 0 || r.failed || len(r.refused) > 0 || r.natsLost {
 		t.Errorf("the rolling upgrade (%s) broke a guarantee; see its line", order)
 	}

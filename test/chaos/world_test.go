@@ -435,6 +435,9 @@ type clusterView struct {
 	LogVersion *struct {
 		InForce int      `json:"inForce"`
 		HeldBy  []string `json:"heldBy"`
+		Reads   struct {
+			Newest int `json:"newest"`
+		} `json:"reads"`
 	} `json:"logVersion"`
 }
 
