@@ -313,13 +313,19 @@ func upgradeOnce(t *testing.T, l *lab, prev, order string, seed uint64, seconds 
 	if v, ok := first.view(); !ok || v.LogVersion == nil || v.LogVersion.InForce != 2 || len(v.LogVersion.HeldBy) == 0 {
 		fatal("mixed cluster: the upgraded instance says log version %+v; want 2 in force, held by the old instance", v.LogVersion)
 	}
-	// 2. The upgraded instance takes the lease: the old one restarts on
-	// its release, which hands the lease over.
+	// 2. The upgraded instance takes the lease: the old one stops, which
+	// hands the lease over, and starts again on its release once the
+	// upgraded one leads.
 	if hh := holder(); hh != first {
-		restart(old, prev, "hand the lease over")
+		old.p.stop(20 * time.Second)
 		if !waitFor(15*time.Second, 100*time.Millisecond, func() bool { v, ok := first.view(); return ok && v.Leading }) {
 			fatal("the upgraded instance did not take the lease")
 		}
+		old.p = w.startInstance(old)
+		if err := w.waitReady(old, 90*time.Second); err != nil {
+			fatal("restart %s: %v\n%s", old.name, err, tail(old.logPath, 20))
+		}
+		step("hand the lease over: %s stopped and started again on %s", old.name, filepath.Base(prev))
 	}
 	step("%s (upgraded) holds the lease; %s runs the previous release", first.name, old.name)
 	time.Sleep(5 * time.Second)
