@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/cmd/orderd-bench/internal/corpus"
 	"orderd/provider/providertest"
 )
@@ -80,7 +81,7 @@ func freshKey(dir string) (crypto.Signer, string, error) {
 func loadKey(path string) (crypto.Signer, error) {
 	k, err := providertest.LoadKey(path)
 	if err != nil {
-		return nil, usagef("-key: %v", err)
+		return nil, cli.Usagef("-key: %v", err)
 	}
 	return k, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"orderd/cmd/orderd-bench/internal/cli"
 )
 
 // Bounds that keep every run finite and its corpus within memory and disk.
@@ -94,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, usagef("unexpected argument %q", fs.Arg(0))
+		return o, cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	o.urls = splitList(urls)
 	o.rawNATS = splitList(rawNATS)
@@ -102,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, p := range splitList(natsPIDs) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
-			return o, usagef("-nats-pid: %q is not a process id", p)
+			return o, cli.Usagef("-nats-pid: %q is not a process id", p)
 		}
 		o.natsPIDs = append(o.natsPIDs, n)
 	}
@@ -110,55 +112,55 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, p := range splitList(pids) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
-			return o, usagef("-pid: %q is not a process id", p)
+			return o, cli.Usagef("-pid: %q is not a process id", p)
 		}
 		o.pids = append(o.pids, n)
 	}
 	switch {
 	case o.reuse && (o.workDir == "" || len(o.urls) > 0):
-		return o, usagef("-reuse needs -work and a started orderd (no -url): only a fresh database can take the same orders again")
+		return o, cli.Usagef("-reuse needs -work and a started orderd (no -url): only a fresh database can take the same orders again")
 	case len(o.urls) > 0 && o.extraYAML != "":
-		return o, usagef("-orderd-yaml configures a started orderd; it does not go with -url")
+		return o, cli.Usagef("-orderd-yaml configures a started orderd; it does not go with -url")
 	case len(o.urls) == 0 && (len(o.admins) > 0 || len(o.pids) > 0):
-		return o, usagef("-admin and -pid go with -url")
+		return o, cli.Usagef("-admin and -pid go with -url")
 	case len(o.urls) > 0 && o.keyFile == "":
-		return o, usagef("-url needs -key: the private key whose public key the receivers trust")
+		return o, cli.Usagef("-url needs -key: the private key whose public key the receivers trust")
 	case len(o.urls) == 0 && o.keyFile != "":
-		return o, usagef("-key goes with -url; a started orderd gets a fresh key")
+		return o, cli.Usagef("-key goes with -url; a started orderd gets a fresh key")
 	case len(o.admins) > 0 && len(o.admins) != len(o.urls):
-		return o, usagef("-admin lists %d URLs and -url %d: give one admin URL per receiver", len(o.admins), len(o.urls))
+		return o, cli.Usagef("-admin lists %d URLs and -url %d: give one admin URL per receiver", len(o.admins), len(o.urls))
 	case len(o.pids) > 0 && len(o.pids) != len(o.urls):
-		return o, usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
+		return o, cli.Usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
 	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
-		return o, usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+		return o, cli.Usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
 	case o.counts && len(o.rawNATS) == 0:
-		return o, usagef("-counts needs -raw-nats: the NATS servers to read the streams from")
+		return o, cli.Usagef("-counts needs -raw-nats: the NATS servers to read the streams from")
 	case len(o.natsProf) > 0 && o.profileDir == "":
-		return o, usagef("-nats-prof goes with -profile: the NATS servers are profiled during its round")
+		return o, cli.Usagef("-nats-prof goes with -profile: the NATS servers are profiled during its round")
 	case o.profileOf < 1 || (len(o.admins) > 0 && o.profileOf > len(o.admins)) || (len(o.urls) == 0 && o.profileOf != 1):
-		return o, usagef("-profile-of %d: want 1 to the number of -admin URLs", o.profileOf)
+		return o, cli.Usagef("-profile-of %d: want 1 to the number of -admin URLs", o.profileOf)
 	case o.conns < 1 || o.threads < 1:
-		return o, usagef("-c and -t must be at least 1")
+		return o, cli.Usagef("-c and -t must be at least 1")
 	case o.conns < o.threads:
-		return o, usagef("-c %d is below -t %d: wrk needs a connection per thread", o.conns, o.threads)
+		return o, cli.Usagef("-c %d is below -t %d: wrk needs a connection per thread", o.conns, o.threads)
 	case o.threads < len(o.urls):
-		return o, usagef("-t %d is below the %d URLs: wrk needs a thread per URL", o.threads, len(o.urls))
+		return o, cli.Usagef("-t %d is below the %d URLs: wrk needs a thread per URL", o.threads, len(o.urls))
 	case o.rounds < 1 || o.rounds > maxRounds:
-		return o, usagef("-rounds must be between 1 and %d", maxRounds)
+		return o, cli.Usagef("-rounds must be between 1 and %d", maxRounds)
 	case o.perRound < 1 || o.perRound > maxPerRound:
-		return o, usagef("-n must be between 1 and %d", maxPerRound)
+		return o, cli.Usagef("-n must be between 1 and %d", maxPerRound)
 	case o.duration <= 0 || o.duration > maxRoundTime:
-		return o, usagef("-d must be positive and at most %s", maxRoundTime)
+		return o, cli.Usagef("-d must be positive and at most %s", maxRoundTime)
 	case o.profileTime <= 0 || o.profileTime > maxRoundTime:
-		return o, usagef("-profile-time must be positive and at most %s", maxRoundTime)
+		return o, cli.Usagef("-profile-time must be positive and at most %s", maxRoundTime)
 	case o.profileN < 1 || o.profileN > maxPerRound:
-		return o, usagef("-profile-n must be between 1 and %d", maxPerRound)
+		return o, cli.Usagef("-profile-n must be between 1 and %d", maxPerRound)
 	case o.rate < 0 || o.rate > 100_000 || o.rateTime <= 0 || o.rateTime > maxRoundTime:
-		return o, usagef("-rate must be between 0 and 100000 and -rate-d positive and at most %s", maxRoundTime)
+		return o, cli.Usagef("-rate must be between 0 and 100000 and -rate-d positive and at most %s", maxRoundTime)
 	case o.rawReplicas < 1 || o.rawReplicas > 5 || o.rawSize < 1 || o.rawSize > 1<<20:
-		return o, usagef("-raw-replicas must be between 1 and 5 and -raw-size between 1 and 1048576")
+		return o, cli.Usagef("-raw-replicas must be between 1 and 5 and -raw-size between 1 and 1048576")
 	case o.idle < 0 || o.drain < 0 || o.timeout <= 0:
-		return o, usagef("-idle and -drain must not be negative, -timeout must be positive")
+		return o, cli.Usagef("-idle and -drain must not be negative, -timeout must be positive")
 	}
 	return o, nil
 }

@@ -64,14 +64,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/cmd/orderd-bench/internal/load"
 	"orderd/cmd/orderd-bench/internal/scale"
 )
@@ -89,7 +88,7 @@ var subcommands = []struct {
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }{
 	{"daemon", "the whole daemon (or running receivers with -url) against a verify-only ceiling, driven by wrk", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return exitCode(run(ctx, args, stdout, stderr), stderr)
+		return cli.ExitCode(run(ctx, args, stdout, stderr), stderr, "orderd-bench daemon")
 	}},
 	{"load", "signed webhooks at a rate or flat out, latency from the sender's side; -gen-key-out writes a key pair", load.Run},
 	{"scale", "a database of a long life (-scenario month|busy) or a pending migration (-migration) under the real daemon", scale.Run},
@@ -119,27 +118,4 @@ func printUsage(w io.Writer) {
 	for _, c := range subcommands {
 		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
-}
-
-// usageError marks a problem with the command line; it exits with status 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	fmt.Fprintln(stderr, "orderd-bench daemon:", err)
-	if _, ok := errors.AsType[usageError](err); ok {
-		return 2
-	}
-	return 1
 }

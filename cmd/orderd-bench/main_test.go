@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/provider"
 	"orderd/provider/providertest"
 )
@@ -46,7 +47,7 @@ func TestParseFlags_errors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args, io.Discard)
-		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tt.want) {
+		if _, ok := err.(cli.UsageError); !ok || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("parseFlags(%q) = %v, want a usage error containing %q", tt.args, err, tt.want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/cmd/orderd-bench/internal/corpus"
 )
 
@@ -128,12 +129,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	b.admins, b.pids = o.admins, o.pids
 	if len(urls) == 0 {
 		if _, err := os.Stat(o.orderd); err != nil {
-			return usagef("-orderd: %v (make bench-daemon builds bin/orderd)", err)
+			return cli.Usagef("-orderd: %v (make bench-daemon builds bin/orderd)", err)
 		}
 		var extra []byte
 		if o.extraYAML != "" {
 			if extra, err = os.ReadFile(o.extraYAML); err != nil {
-				return usagef("-orderd-yaml: %v", err)
+				return cli.Usagef("-orderd-yaml: %v", err)
 			}
 		}
 		// A fresh database and JetStream store every run, also in a

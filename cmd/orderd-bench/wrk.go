@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"orderd/cmd/orderd-bench/internal/cli"
 )
 
 // postLua is the wrk script; run writes it into the work directory.
@@ -69,7 +71,7 @@ func splitJobs(urls []string, threads, conns int) ([]wrkJob, error) {
 			c++
 		}
 		if c < t {
-			return nil, usagef("-c %d over %d URLs leaves %s %d connections for %d threads", conns, len(urls), u, c, t)
+			return nil, cli.Usagef("-c %d over %d URLs leaves %s %d connections for %d threads", conns, len(urls), u, c, t)
 		}
 		jobs[i] = wrkJob{url: u, threads: t, conns: c, first: first}
 		first += t

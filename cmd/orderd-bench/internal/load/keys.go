@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/provider/providertest"
 )
 
@@ -12,7 +13,7 @@ import (
 // public key to path+".pub" (0644), and returns the public key's path.
 func generateKeyFiles(path, kind string) (string, error) {
 	if kind != providertest.KeyECDSA && kind != providertest.KeyRSA {
-		return "", usagef("-key-type %q is not ecdsa or rsa", kind)
+		return "", cli.Usagef("-key-type %q is not ecdsa or rsa", kind)
 	}
 	key, pubPEM, err := providertest.GenerateKey(kind)
 	if err != nil {
@@ -45,7 +46,7 @@ func generateKeyFiles(path, kind string) (string, error) {
 func loadKey(path string) (crypto.Signer, error) {
 	k, err := providertest.LoadKey(path)
 	if err != nil {
-		return nil, usagef("-key: %v", err)
+		return nil, cli.Usagef("-key: %v", err)
 	}
 	return k, nil
 }

@@ -37,39 +37,14 @@ package load
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
+
+	"orderd/cmd/orderd-bench/internal/cli"
 )
 
 // Run runs "orderd-bench load" with args (those after the subcommand) and
 // returns its exit status: 0 after a run, 1 on a runtime failure, 2 on a
 // usage error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return exitCode(run(ctx, args, stdout, stderr), stderr)
-}
-
-// usageError marks a problem with the command line; it exits with status 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	fmt.Fprintln(stderr, "orderd-bench load:", err)
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
+	return cli.ExitCode(run(ctx, args, stdout, stderr), stderr, "orderd-bench load")
 }

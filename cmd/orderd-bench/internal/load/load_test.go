@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"orderd/cmd/orderd-bench/internal/cli"
 	"orderd/provider"
 	"orderd/receiver"
 	"orderd/store"
@@ -295,7 +296,7 @@ func TestRun_Usage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdout, stderr, err := runTool(t, tt.args...)
-			if exitCode(err, &bytes.Buffer{}) != 2 {
+			if cli.ExitCode(err, &bytes.Buffer{}, "load") != 2 {
 				t.Fatalf("err = %v, want a usage error (exit 2)", err)
 			}
 			if !strings.Contains(err.Error()+stderr, tt.want) {

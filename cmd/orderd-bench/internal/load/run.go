@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/url"
 	"time"
+
+	"orderd/cmd/orderd-bench/internal/cli"
 )
 
 // Bounds that keep every run finite.
@@ -62,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, usagef("unexpected argument %q", fs.Arg(0))
+		return o, cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return o, o.validate()
 }
@@ -71,44 +73,44 @@ func (o *options) validate() error {
 	sending := o.url != "" || o.ceiling
 	if !sending {
 		if o.genKeyOut == "" {
-			return usagef("nothing to do: give -url and/or -ceiling, or -gen-key-out")
+			return cli.Usagef("nothing to do: give -url and/or -ceiling, or -gen-key-out")
 		}
 		return nil
 	}
 	if o.url != "" {
 		u, err := url.Parse(o.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("-url %q is not an http(s) URL", o.url)
+			return cli.Usagef("-url %q is not an http(s) URL", o.url)
 		}
 	}
 	switch {
 	case o.keyFile == "" && o.genKeyOut == "":
-		return usagef("-key is required (or -gen-key-out to make one)")
+		return cli.Usagef("-key is required (or -gen-key-out to make one)")
 	case o.keyFile != "" && o.genKeyOut != "":
-		return usagef("give -key or -gen-key-out, not both")
+		return cli.Usagef("give -key or -gen-key-out, not both")
 	case o.flat == (o.rate > 0):
-		return usagef("give exactly one of -flat and -rate N")
+		return cli.Usagef("give exactly one of -flat and -rate N")
 	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
-		return usagef("-rate must be a positive number")
+		return cli.Usagef("-rate must be a positive number")
 	case o.conc < 1 || o.conc > 10_000:
-		return usagef("-c must be between 1 and 10000")
+		return cli.Usagef("-c must be between 1 and 10000")
 	case o.total < 0 || o.total > maxBodies:
-		return usagef("-n must be between 1 and %d", maxBodies)
+		return cli.Usagef("-n must be between 1 and %d", maxBodies)
 	case o.duration < 0:
-		return usagef("-d must not be negative")
+		return cli.Usagef("-d must not be negative")
 	case o.total == 0 && o.duration == 0:
-		return usagef("bound the run with -n and/or -d")
+		return cli.Usagef("bound the run with -n and/or -d")
 	case !(o.repeat >= 0 && o.repeat < 1):
-		return usagef("-repeat must be at least 0 and below 1")
+		return cli.Usagef("-repeat must be at least 0 and below 1")
 	case o.timeout <= 0:
-		return usagef("-timeout must be positive")
+		return cli.Usagef("-timeout must be positive")
 	case o.presign < 1 || o.presign > maxBodies:
-		return usagef("-presign must be between 1 and %d", maxBodies)
+		return cli.Usagef("-presign must be between 1 and %d", maxBodies)
 	case o.rounds < 1 || o.rounds > 100:
-		return usagef("-rounds must be between 1 and 100")
+		return cli.Usagef("-rounds must be between 1 and 100")
 	}
 	if o.rate > 0 && o.total == 0 && o.rate*o.duration.Seconds() > maxBodies {
-		return usagef("-rate × -d is more than %d webhooks; bound it with -n", maxBodies)
+		return cli.Usagef("-rate × -d is more than %d webhooks; bound it with -n", maxBodies)
 	}
 	return nil
 }
