@@ -398,7 +398,13 @@ func upgradeOnce(t *testing.T, l *lab, prev, order string, seed uint64, seconds 
 			break
 		}
 	}
+	// The read is the suite's own, through a NATS that has just seen
+	// elections: a transient refusal (no responders) is tried again.
 	count, newer, err := logVersions(w, lastMixed)
+	for try := 0; err != nil && try < 10; try++ {
+		time.Sleep(time.Second)
+		count, newer, err = logVersions(w, lastMixed)
+	}
 	if err != nil {
 		t.Errorf("read the log: %v", err)
 	}
