@@ -604,10 +604,20 @@ func (n *Node) commit(ctx context.Context, entries []store.LogEntry, ids []strin
 	}
 	n.mu.Unlock()
 	n.m.applied.Set(float64(last))
+	now := time.Now().UnixNano()
 	for i, e := range waiting {
-		if e != nil {
-			e.finish(res[i], nil)
+		if e == nil {
+			continue
 		}
+		// The consumer can bring this instance's entry before its
+		// append has its ack: applied, it was in the log, at its
+		// sequence (for the caller's spans).
+		for _, c := range e.calls {
+			if c.ackedAt.CompareAndSwap(0, now) {
+				c.seq.Store(entries[i].Seq)
+			}
+		}
+		e.finish(res[i], nil)
 	}
 	return nil
 }
