@@ -304,6 +304,22 @@ func checkGatewayTrace(t *testing.T, recv *otlpReceiver, ev tracedEvent) {
 
 // completedEvent waits for the order.completed event of mid on the
 // events stream and returns it with its traceparent header.
+// payinCompleted has the fake provider create a payin of amount that
+// webhooks the daemon at addrs, completes it, and returns its completed
+// event from the stream.
+func payinCompleted(t *testing.T, de *daemonEnv, addrs listenAddrs, js jetstream.JetStream, mid, amount string) tracedEvent {
+	t.Helper()
+	if _, err := de.fake.CreateOrder(providertest.NewOrder{
+		MerchantOrderID: mid, Amount: amount, Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := de.fake.Complete(mid); err != nil {
+		t.Fatal(err)
+	}
+	return completedEvent(t, js, mid)
+}
+
 func completedEvent(t *testing.T, js jetstream.JetStream, mid string) tracedEvent {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -349,15 +365,7 @@ func TestRun_TracingSingleNode(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := de.fake.CreateOrder(providertest.NewOrder{
-		MerchantOrderID: "trace-1", Amount: "25.00", Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := de.fake.Complete("trace-1"); err != nil {
-		t.Fatal(err)
-	}
-	ev := completedEvent(t, js, "trace-1")
+	ev := payinCompleted(t, de, addrs, js, "trace-1", "25.00")
 	// A creation through the gateway is a span too, the parent of its
 	// provider call and of the event its answer queues.
 	resp, err := http.Post("http://"+addrs.Admin+"/v1/payins", "application/json", strings.NewReader(
@@ -419,15 +427,7 @@ func TestRun_TracingOffByDefault(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := de.fake.CreateOrder(providertest.NewOrder{
-		MerchantOrderID: "off-1", Amount: "5.00", Currency: "brl", WebhookURL: "http://" + addrs.Webhooks + "/webhooks/orders",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := de.fake.Complete("off-1"); err != nil {
-		t.Fatal(err)
-	}
-	ev := completedEvent(t, js, "off-1")
+	ev := payinCompleted(t, de, addrs, js, "off-1", "5.00")
 	cancel()
 	<-done
 	if ev.Traceparent != "" || ev.header != "" {
