@@ -295,18 +295,19 @@ else
 			if (num($7)) { cpu[b] += $7; ncpu[b]++ }
 			if (num($9)) { mult[b] += $9; nmult[b]++ }
 		}
-		function mean(s, k) { return k > 0 ? sprintf("%.3f", s / k) : "-" }
+		function mean(s, k, format) { return k > 0 ? sprintf(format, s / k) : "-" }
 		END {
 			for (i = 1; i <= 2; i++) {
 				b = (i == 1) ? "new" : "old"
 				rev = (i == 1) ? newrev : oldrev
 				line[b] = sprintf("rounds=%d rate_mean=%.0f rate_best=%.0f p99_ms_mean=%s raw_ratio_mean=%s cluster_cpu_ms_per_webhook_mean=%s cpu_multiple_mean=%s",
-					n[b], n[b] ? rate[b] / n[b] : 0, best[b], mean(p99[b], np99[b]), mean(ratio[b], nratio[b]), mean(cpu[b], ncpu[b]), mean(mult[b], nmult[b]))
+					n[b], n[b] ? rate[b] / n[b] : 0, best[b], mean(p99[b], np99[b], "%.2f"), mean(ratio[b], nratio[b], "%.3f"),
+					mean(cpu[b], ncpu[b], "%.3f"), mean(mult[b], nmult[b], "%.2f"))
 				print "result build=" b " rev=" rev " " line[b]
 			}
 			if (rate["old"] > 0 && nratio["new"] && nratio["old"] && ncpu["new"] && ncpu["old"]) {
 				printf "result new_vs_old rate=%.3f raw_ratio=%.3f cluster_cpu_ms_per_webhook=%.3f (new over old, means)\n",
-					rate["new"] / rate["old"], (ratio["new"] / nratio["new"]) / (ratio["old"] / nratio["old"]),
+					(rate["new"] / n["new"]) / (rate["old"] / n["old"]), (ratio["new"] / nratio["new"]) / (ratio["old"] / nratio["old"]),
 					(cpu["new"] / ncpu["new"]) / (cpu["old"] / ncpu["old"])
 			}
 		}' "$dir/compare.txt"
