@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&admins, "admin", "", "comma-separated admin listener `URLs` of the receivers under -url (for /metrics and pprof)")
 	fs.StringVar(&pids, "pid", "", "comma-separated `PIDs` of the receivers under -url on this machine (for their peak RSS)")
 	fs.StringVar(&o.keyFile, "key", "", "private key `file` (PEM: PKCS #8, PKCS #1 or SEC 1) the receivers under -url trust; default: a fresh RSA-2048 key")
-	fs.IntVar(&o.conns, "c", 64, "connections wrk keeps open, in total over every URL")
+	fs.IntVar(&o.conns, "c", 64, "connections wrk keeps open, in total over every URL; with -raw-nats also the raw rounds' publishers (on one connection)")
 	fs.IntVar(&o.threads, "t", 2, "wrk threads, in total over every URL")
 	fs.DurationVar(&o.duration, "d", 8*time.Second, "length of one round")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of each target, interleaved")
