@@ -195,11 +195,14 @@ bench-daemon: deps build
 ## nats-server nodes (R3, sync_interval always) and two orderd instances,
 ## driven together by "orderd-bench daemon" with 32 connections beside the
 ## verify-only ceiling and raw R3 publishes on the same cluster (32
-## publishers, each waiting for its PubAck; the ratio to them is printed)
-## (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS, CLUSTER_ROUNDS,
-## CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE, CLUSTER_PROFILE_OF,
-## NATS_PROFILE adjust
-## it).
+## publishers sharing one connection, each waiting for its PubAck; the
+## ratio to them is printed, and the CPU of every process per acked
+## webhook against the NATS CPU per raw publish). BEFORE=REV alternates
+## REV's orderd and this tree's round by round, each round on a fresh
+## cluster with its own raw reference, and compares them; SINGLE=0 leaves
+## out single-node mode (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS,
+## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE,
+## CLUSTER_PROFILE_OF, NATS_PROFILE adjust it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
 

@@ -41,13 +41,19 @@
 // the NATS servers.
 //
 // With -raw-nats it also measures what the NATS cluster gives without
-// orderd, in rounds interleaved with the daemon's: -c publishers, each on
-// its own connection, each publishing a -raw-size message to a scratch
-// stream (-raw-replicas, file storage, the replicated log's settings) and
-// waiting for its PubAck before the next; the stream is deleted after each
-// round. The summary then prints the ratio of acked webhooks to raw
-// publishes ("result raw_ratio"); a raw round's non-2xx are failed
-// publishes.
+// orderd, in rounds interleaved with the daemon's: -c publishers sharing
+// one connection (the stronger client: many connections each with one
+// publisher get fewer publishes a second from the same servers), each
+// publishing a -raw-size message to a scratch stream (-raw-replicas, file
+// storage, the replicated log's settings) and waiting for its PubAck
+// before the next; the stream is deleted after each round. The summary
+// then prints the ratio of acked webhooks to raw publishes ("result
+// raw_ratio"); a raw round's non-2xx are failed publishes. With -nats-pid
+// and -admin it also prints the CPU of every process, the receivers and
+// the NATS servers together, per acked webhook, the NATS servers' CPU per
+// raw publish, and the multiple of the two ("result
+// cluster_cpu_ms_per_webhook=... raw_nats_cpu_ms_per_publish=...
+// cpu_multiple=...", over every round).
 //
 // Usage:
 //

@@ -650,6 +650,12 @@ func (b *bench) summary(results []roundResult, hwm, idle int64) {
 			// transport alone gives to as many waiting publishers.
 			fmt.Fprintf(b.out, "result raw_ratio=%.3f\n", d.rate/r.rate)
 		}
+		if all, raw, ok := cpuMultiple(results); ok {
+			// The other acceptance figure: what an acked webhook costs
+			// every process (the instances and the NATS servers) against
+			// what a raw publish costs the NATS servers.
+			fmt.Fprintf(b.out, "result cluster_cpu_ms_per_webhook=%.3f raw_nats_cpu_ms_per_publish=%.3f cpu_multiple=%.2f\n", all, raw, all/raw)
+		}
 	}
 	if p, ok := best["paced"]; ok {
 		fmt.Fprintf(b.out, "result target=paced rate=%.0f p50_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d cpu_s_per_1k=%s\n",
@@ -667,6 +673,32 @@ func (b *bench) summary(results []roundResult, hwm, idle int64) {
 			fmt.Fprintln(b.out, line)
 		}
 	}
+}
+
+// cpuMultiple is the CPU milliseconds of all processes, the receivers
+// (from their /metrics) and the NATS servers (-nats-pid), per acked
+// webhook over every daemon round, and the NATS servers' CPU milliseconds
+// per acked raw publish over every raw round; ok is false unless both
+// were measured. Over every round rather than the best one, so that one
+// round's noise weighs as much as its webhooks.
+func cpuMultiple(results []roundResult) (perWebhook, perPublish float64, ok bool) {
+	var cpu, acked, natsCPU, published float64
+	for _, r := range results {
+		switch {
+		case r.target == "orderd" && r.cpuPer1k >= 0 && r.natsCPUPer1k > 0:
+			n := float64(r.answers - r.non2xx)
+			cpu += (r.cpuPer1k + r.natsCPUPer1k) * n / 1000
+			acked += n
+		case r.target == "raw" && r.natsCPUPer1k > 0:
+			n := float64(r.answers)
+			natsCPU += r.natsCPUPer1k * n / 1000
+			published += n
+		}
+	}
+	if acked == 0 || published == 0 || cpu <= 0 || natsCPU <= 0 {
+		return 0, 0, false
+	}
+	return cpu / acked * 1000, natsCPU / published * 1000, true
 }
 
 // minCPU is the lowest CPU seconds per 1,000 of target's rounds, -1 when
