@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -71,11 +72,28 @@ func (s *Store) Apply(ctx context.Context, obs Observation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := ExecAs[Result](ctx, s, &observeCmd{Obs: obs, in: &in})
+	var cmd Command = &observeCmd{Obs: obs, in: &in}
+	if s.replog != nil && orderFromBody(obs) {
+		cmd = &observeBodyCmd{observeCmd{Obs: obs, in: &in}}
+	}
+	res, err := ExecAs[Result](ctx, s, cmd)
 	if err != nil {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// orderFromBody reports whether obs is a webhook whose order is exactly
+// what provider.DecodeOrder reads from its body, as the receiver read it:
+// then the log may carry the body alone (observeBodyCmd). It decodes the
+// body once more on the caller's goroutine, which costs about what writing
+// the order's JSON into the entry cost, and checks rather than assumes.
+func orderFromBody(obs Observation) bool {
+	if obs.Source != SourceWebhook || len(obs.Raw) == 0 || obs.Order == nil {
+		return false
+	}
+	o, err := provider.DecodeOrder(obs.Raw)
+	return err == nil && reflect.DeepEqual(o, obs.Order)
 }
 
 // observeCmd is Apply's command.
@@ -99,6 +117,26 @@ func (c *observeCmd) Kind() string {
 }
 
 func (*observeCmd) rerunnable() {}
+
+// observeBodyCmd is a webhook's observation as log version 5 carries it:
+// the body as it came and the delivery's facts, without the order's JSON,
+// which every instance reads from the body with provider.DecodeOrder, the
+// receiver's own decode. An entry is about two fifths smaller, and every
+// NATS node stores it and every instance's consumer receives it. It
+// applies as observeCmd; before version 5 it goes as observeCmd.
+//
+// The order an instance reads from the body must not depend on its
+// release: a change to what DecodeOrder gives for a body it accepts needs
+// a new log version (provider.TestDecodeOrder_pinnedForTheLog holds it).
+type observeBodyCmd struct{ observeCmd }
+
+func (*observeBodyCmd) Kind() string { return "observe.3" }
+
+// LogVersion implements VersionedCommand.
+func (*observeBodyCmd) LogVersion() int { return logVersionBodyOnce }
+
+// Before implements VersionedCommand: the same observation with its order.
+func (c *observeBodyCmd) Before() Command { return &c.observeCmd }
 
 func (c *observeCmd) Apply(tx *Tx) (any, error) {
 	var in applyInput

@@ -185,12 +185,16 @@ func ExecAs[T any](ctx context.Context, s Executor, cmd Command) (T, error) {
 // Versions of the log entry, its first byte. Version 2 carries every
 // command as JSON; version 3 says per op how its command is coded: as
 // JSON, or in the command's own binary form. Version 4 is framed as 3 and
-// may carry the command kinds that came with it (VersionedCommand). All
-// decode, so an entry keeps the meaning it was written with.
+// may carry the command kinds that came with it (VersionedCommand).
+// Version 5 is framed as 3 too and may carry a webhook's observation with
+// its body alone (observe.3: every instance reads the order from the body,
+// as the receiver did). All decode, so an entry keeps the meaning it was
+// written with.
 const (
-	logVersionJSON   = 2
-	logVersionCodecs = 3
-	logVersionKinds4 = 4
+	logVersionJSON     = 2
+	logVersionCodecs   = 3
+	logVersionKinds4   = 4
+	logVersionBodyOnce = 5
 )
 
 // VersionedCommand is a command whose kind came with a later log version
@@ -224,7 +228,7 @@ func AtLogVersion(cmd Command, v int) Command {
 // raised only once every instance that follows the log reads it).
 const (
 	OldestLogVersion = logVersionJSON
-	NewestLogVersion = logVersionKinds4
+	NewestLogVersion = logVersionBodyOnce
 )
 
 // LogVersionError is an entry of a version this orderd does not read.
@@ -262,7 +266,7 @@ func EncodeOps(ops []Op) ([]byte, error) {
 }
 
 // EncodeOpsAt encodes ops as one log entry of version: version 2 codes
-// every command as JSON (and has no codec byte), versions 3 and 4 as
+// every command as JSON (and has no codec byte), versions 3 to 5 as
 // EncodeOps says; a command whose kind came with a later version is
 // written as that version carries it (AtLogVersion). All apply alike.
 func EncodeOpsAt(ops []Op, version int) ([]byte, error) {
@@ -375,7 +379,7 @@ func DecodeOps(b []byte) ([]Op, error) {
 // The store's own commands.
 func init() {
 	for _, c := range []Command{
-		&observeCmd{}, &quarantineCmd{}, &watchCmd{},
+		&observeCmd{}, &observeBodyCmd{}, &quarantineCmd{}, &watchCmd{},
 		&beginAttemptCmd{}, &finishAttemptCmd{}, recoverPendingCmd{}, &settleCreatedCmd{},
 		&settleNotCreatedCmd{}, &postponeAttemptCmd{},
 		&markPublishedCmd{}, &advanceOutboxCmd{}, &pruneOutboxCmd{}, &setAsideCmd{}, &requeueSetAsideCmd{},

@@ -526,7 +526,7 @@ func TestDecodeOps_versionTwoEntries(t *testing.T) {
 		if b[0] != store.NewestLogVersion {
 			t.Fatalf("entry %d written with version %d, want %d", i+1, b[0], store.NewestLogVersion)
 		}
-		binaryOps += bytes.Count(b, []byte("observe.2\x01"))
+		binaryOps += bytes.Count(b, []byte("observe.2\x01")) + bytes.Count(b, []byte("observe.3\x01"))
 		if old[i], err = versionTwo(b); err != nil {
 			t.Fatalf("entry %d: %v", i+1, err)
 		}
@@ -549,7 +549,8 @@ func TestDecodeOps_versionTwoEntries(t *testing.T) {
 }
 
 // versionTwo rewrites a log entry as the version 2 framing wrote it: a
-// version byte 2, then per op its time, its kind and its command's JSON.
+// version byte 2, then per op its time, its kind and its command's JSON,
+// each command as version 2 carries it.
 func versionTwo(entry []byte) ([]byte, error) {
 	ops, err := store.DecodeOps(entry)
 	if err != nil {
@@ -557,11 +558,12 @@ func versionTwo(entry []byte) ([]byte, error) {
 	}
 	b := []byte{2}
 	for _, op := range ops {
-		cmd, err := json.Marshal(op.Cmd)
+		c := store.AtLogVersion(op.Cmd, 2)
+		cmd, err := json.Marshal(c)
 		if err != nil {
 			return nil, err
 		}
-		kind := op.Cmd.Kind()
+		kind := c.Kind()
 		b = binary.AppendVarint(b, op.At.UnixNano())
 		b = binary.AppendUvarint(b, uint64(len(kind)))
 		b = append(b, kind...)
@@ -613,5 +615,96 @@ func TestEncodeOpsAt_olderKinds(t *testing.T) {
 	}
 	if _, ok := ops[0].Cmd.(*laterCmd); !ok {
 		t.Fatal("EncodeOpsAt changed the caller's op")
+	}
+}
+
+// TestApply_replicatedWebhookCarriesItsBodyOnce: from log version 5 a
+// webhook's entry carries its body and not the order's JSON besides
+// (observe.3); every instance reads the order from the body. The entry is
+// smaller than version 4's of the same observation, both apply to the same
+// database, and an observation whose order is not what its body says goes
+// with its order as before, so the log never swaps one for the other.
+func TestApply_replicatedWebhookCarriesItsBodyOnce(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	log := newMemLog(s)
+	s.Replicate(log)
+	ctx := t.Context()
+	body := []byte(`{"id":"p-1","merchantOrderId":"m-1","type":"payin","createdAt":"2026-03-01T12:00:00+00:00","status":"completed",` +
+		`"merchantTargetWallet":{"amount":"465.25","currency":"brl"},"transactions":[{"id":"t-1","type":"payin","status":"completed",` +
+		`"authorized":{"amount":"474.75","currency":"brl"},"merchantWallet":{"amount":"465.25","currency":"brl"},` +
+		`"createdAt":"2026-03-01T12:00:00Z","completedAt":"2026-03-01T12:00:03Z"}]}`)
+	if _, err := s.Apply(ctx, obs(t, store.SourceWebhook, body)); err != nil {
+		t.Fatal(err)
+	}
+	// The same body with an order that says otherwise (not what the
+	// receiver would pass, but the store must not take it on trust).
+	other := obs(t, store.SourceWebhook, []byte(`{"id":"p-2","merchantOrderId":"m-2","type":"payin","status":"processing"}`))
+	other.Order.Status = "new"
+	if _, err := s.Apply(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	log.close()
+	if len(log.entries) != 2 {
+		t.Fatalf("%d entries, want 2", len(log.entries))
+	}
+	first, second := log.entries[0], log.entries[1]
+	if first[0] != 5 || !bytes.Contains(first, []byte("observe.3\x01")) || bytes.Count(first, []byte(`"merchantOrderId"`)) != 1 {
+		t.Fatalf("the webhook's entry is not version 5's observe.3 with the body alone: %q", first)
+	}
+	if !bytes.Contains(second, []byte("observe.2\x01")) || bytes.Contains(second, []byte("observe.3")) {
+		t.Fatalf("an observation whose order differs from its body went as %q; want observe.2 with its order", second)
+	}
+	var st string
+	if err := s.DB().QueryRowContext(ctx, `SELECT status FROM orders WHERE provider_id = 'p-2'`).Scan(&st); err != nil || st != "new" {
+		t.Fatalf("order p-2 stored as %q (%v); the log must carry the order it was given (new)", st, err)
+	}
+
+	ops, err := store.DecodeOps(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, err := store.EncodeOpsAt(ops, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(v4, []byte("observe.2\x01")) {
+		t.Fatalf("at version 4 the observation went as %q; want observe.2", v4)
+	}
+	t.Logf("entry of one completed payin: %d bytes at version 5, %d at version 4", len(first), len(v4))
+	if len(first) > len(v4)*3/4 {
+		t.Errorf("version 5's entry is %d bytes against version 4's %d: the order's JSON is still in it", len(first), len(v4))
+	}
+	want, _, err := s.Digest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := replay(t, [][]byte{v4, second}, 1); got != want {
+		t.Fatalf("the version 4 entry applies to digest %s, the version 5 one to %s", got, want)
+	}
+}
+
+// TestDecodeOps_bodyOnceNeedsAnOrder: an observe.3 entry whose body is not
+// an order DecodeOrder reads is refused whole, as any entry an instance
+// cannot apply exactly.
+func TestDecodeOps_bodyOnceNeedsAnOrder(t *testing.T) {
+	s, _ := openStore(t, store.Options{})
+	log := newMemLog(s)
+	s.Replicate(log)
+	if _, err := s.Apply(t.Context(), obs(t, store.SourceWebhook, []byte(`{"id":"p-1","merchantOrderId":"m-1","type":"payin","status":"processing"}`))); err != nil {
+		t.Fatal(err)
+	}
+	log.close()
+	good := log.entries[0]
+	if _, err := store.DecodeOps(good); err != nil {
+		t.Fatal(err)
+	}
+	// The body without its status: JSON still, the same length, but not
+	// an order DecodeOrder takes.
+	bad := bytes.Replace(good, []byte(`"status":"processing"`), []byte(`"statuz":"processing"`), 1)
+	if bytes.Equal(bad, good) {
+		t.Fatal("the body is not in the entry")
+	}
+	if _, err := store.DecodeOps(bad); err == nil || !strings.Contains(err.Error(), "order from the body") {
+		t.Fatalf("an observe.3 entry whose body is no order: %v, want an error naming the order from the body", err)
 	}
 }

@@ -31,7 +31,66 @@ import (
 // so that it decodes to the same order.
 
 func (c *observeCmd) appendBinary(b []byte) ([]byte, error) {
-	obs := c.Obs
+	b = appendObservation(b, c.Obs)
+	if c.Obs.Order == nil {
+		return append(b, 0), nil
+	}
+	order, err := json.Marshal(c.Obs.Order)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, 1)
+	return appendField(b, order), nil
+}
+
+func (c *observeCmd) decodeBinary(b []byte) error {
+	r := fieldReader{b: b}
+	obs, err := readObservation(&r)
+	if err != nil {
+		return err
+	}
+	if r.flag() {
+		order := r.field()
+		if r.err == nil {
+			if obs.Order, err = provider.UnmarshalOrder(order); err != nil {
+				return fmt.Errorf("order: %w", err)
+			}
+		}
+	}
+	if err := r.end(); err != nil {
+		return err
+	}
+	c.Obs = obs
+	return nil
+}
+
+// The binary form of observe.3 (observeBodyCmd) is observeCmd's without
+// its last part: source, observedAt, raw and delivery. The order is what
+// provider.DecodeOrder reads from raw; a body it refuses is an entry no
+// instance applies.
+
+func (c *observeBodyCmd) appendBinary(b []byte) ([]byte, error) {
+	return appendObservation(b, c.Obs), nil
+}
+
+func (c *observeBodyCmd) decodeBinary(b []byte) error {
+	r := fieldReader{b: b}
+	obs, err := readObservation(&r)
+	if err != nil {
+		return err
+	}
+	if err := r.end(); err != nil {
+		return err
+	}
+	if obs.Order, err = provider.DecodeOrder(obs.Raw); err != nil {
+		return fmt.Errorf("order from the body: %w", err)
+	}
+	c.Obs = obs
+	return nil
+}
+
+// appendObservation appends obs's source, time, body and delivery.
+func appendObservation(b []byte, obs Observation) []byte {
 	b = appendField(b, []byte(obs.Source))
 	if obs.ObservedAt.IsZero() {
 		b = append(b, 0)
@@ -54,24 +113,16 @@ func (c *observeCmd) appendBinary(b []byte) ([]byte, error) {
 			}
 		}
 	}
-	if obs.Order == nil {
-		return append(b, 0), nil
-	}
-	order, err := json.Marshal(obs.Order)
-	if err != nil {
-		return nil, err
-	}
-	b = append(b, 1)
-	return appendField(b, order), nil
+	return b
 }
 
-func (c *observeCmd) decodeBinary(b []byte) error {
-	r := fieldReader{b: b}
+// readObservation reads what appendObservation wrote.
+func readObservation(r *fieldReader) (Observation, error) {
 	obs := Observation{Source: Source(r.field())}
 	if r.flag() {
 		sec, nsec := r.varint(), r.uvarint()
 		if nsec >= uint64(time.Second) {
-			return errors.New("observedAt: nanoseconds out of range")
+			return Observation{}, errors.New("observedAt: nanoseconds out of range")
 		}
 		obs.ObservedAt = time.Unix(sec, int64(nsec)).UTC()
 	}
@@ -85,7 +136,7 @@ func (c *observeCmd) decodeBinary(b []byte) error {
 		for _, k := range keptHeaders {
 			n := r.uvarint()
 			if n > uint64(len(r.b)) {
-				return errors.New("truncated")
+				return Observation{}, errors.New("truncated")
 			}
 			for range n {
 				if d.Header == nil {
@@ -96,23 +147,7 @@ func (c *observeCmd) decodeBinary(b []byte) error {
 		}
 		obs.Delivery = d
 	}
-	if r.flag() {
-		order := r.field()
-		if r.err == nil {
-			var err error
-			if obs.Order, err = provider.UnmarshalOrder(order); err != nil {
-				return fmt.Errorf("order: %w", err)
-			}
-		}
-	}
-	if r.err == nil && len(r.b) > 0 {
-		return fmt.Errorf("%d bytes after the observation", len(r.b))
-	}
-	if r.err != nil {
-		return r.err
-	}
-	c.Obs = obs
-	return nil
+	return obs, nil
 }
 
 func appendField(b, f []byte) []byte {
@@ -182,4 +217,16 @@ func (r *fieldReader) field() []byte {
 	f := r.b[:n:n]
 	r.b = r.b[n:]
 	return f
+}
+
+// end is the error of a read that should have taken all of r's bytes:
+// the first short read's, or the bytes left over.
+func (r *fieldReader) end() error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) > 0 {
+		return fmt.Errorf("%d bytes after the observation", len(r.b))
+	}
+	return nil
 }
