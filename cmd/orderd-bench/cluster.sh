@@ -92,9 +92,10 @@ if [ -n "$BEFORE" ]; then
 fi
 
 # start_cluster DIR: three nats-server nodes, R3-capable JetStream with
-# sync_interval always, their files under DIR/nats-N. Sets nats_url and
-# npids (comma-separated), and with NATS_PROFILE nprofs and mports (the
-# nodes' prof_port URLs and monitoring ports).
+# sync_interval always, their files under DIR/nats-N; returns when each
+# says it is healthy (its JetStream included). Sets nats_url, npids
+# (comma-separated) and mports (the nodes' monitoring ports), and with
+# NATS_PROFILE nprofs (their prof_port URLs).
 start_cluster() {
 	local base=$1 i n prof route_list
 	local nports=() cports=() pports=()
@@ -102,9 +103,9 @@ start_cluster() {
 	for _ in 1 2 3; do
 		nports+=("$(free_port)")
 		cports+=("$(free_port)")
+		mports+=("$(free_port)")
 		if [ -n "$NATS_PROFILE" ]; then
 			pports+=("$(free_port)")
-			mports+=("$(free_port)")
 		fi
 	done
 	route_list="\"nats://127.0.0.1:${cports[0]}\", \"nats://127.0.0.1:${cports[1]}\", \"nats://127.0.0.1:${cports[2]}\""
@@ -114,10 +115,10 @@ start_cluster() {
 	for i in 0 1 2; do
 		n=$((i + 1))
 		mkdir -p "$base/nats-$n"
-		prof=""
+		prof="http: 127.0.0.1:${mports[$i]}"
 		if [ -n "$NATS_PROFILE" ]; then
-			prof="prof_port: ${pports[$i]}
-http: 127.0.0.1:${mports[$i]}"
+			prof="$prof
+prof_port: ${pports[$i]}"
 			nprofs="${nprofs:+$nprofs,}http://127.0.0.1:${pports[$i]}"
 		fi
 		cat >"$base/nats-$n/nats.conf" <<CONF
@@ -140,6 +141,19 @@ CONF
 		pids+=($!)
 		npids="${npids:+$npids,}$!"
 		nats_url="${nats_url:+$nats_url,}nats://127.0.0.1:${nports[$i]}"
+	done
+	# JetStream answers "temporarily unavailable" until the nodes have
+	# elected their meta leader; an instance started before that exits.
+	for i in 0 1 2; do
+		for _ in $(seq 1 300); do
+			if curl -fsS "http://127.0.0.1:${mports[$i]}/healthz" >/dev/null 2>&1; then break; fi
+			sleep 0.1
+		done
+		if ! curl -fsS "http://127.0.0.1:${mports[$i]}/healthz" >/dev/null; then
+			echo "bench-cluster: nats-server n$((i + 1)) not healthy"
+			tail -n 20 "$base/nats-$((i + 1))/log"
+			exit 1
+		fi
 	done
 }
 
