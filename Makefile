@@ -31,7 +31,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 UNITDIR ?=
 
-.PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench \
+.PHONY: test deps fmt-check vet gotest systemd-verify lint staticcheck bench pgo \
 	e2e sandbox build install deb clean load bench-daemon bench-cluster bench-seed bench-snapshot bench-scale bench-migrate vulncheck rules-test \
 	node-deps asyncapi-check report-schema-check spectral-check consumers-check sandbox-soak chaos-net upgrade-test
 
@@ -267,9 +267,26 @@ vulncheck:
 sandbox: build
 	exec bin/orderd sandbox $(SANDBOX_FLAGS)
 
-## build: bin/orderd with the version and commit stamped in.
+## build: bin/orderd with the version and commit stamped in. Go builds it
+## with cmd/orderd/default.pgo, a CPU profile of the daemon under webhooks
+## (profile-guided optimisation; see "pgo" and BENCHMARKS.md).
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/orderd ./cmd/orderd
+
+## pgo: refresh cmd/orderd/default.pgo from this tree: a profile round of
+## "orderd-bench daemon" (single-node, wrk, 64 connections) and, with
+## PGO_CLUSTER=1, the lead instance of "make bench-cluster"'s profile
+## round, merged. Commit the file with the change that made it stale;
+## an old profile still helps (it matches functions, not lines), a
+## missing one costs about a tenth of the CPU per webhook.
+PGO_DIR ?= $(CURDIR)/.pgo
+pgo: build
+	rm -rf $(PGO_DIR) && mkdir -p $(PGO_DIR)
+	$(GO) build -o bin/orderd-bench ./cmd/orderd-bench
+	bin/orderd-bench daemon -orderd bin/orderd -profile $(PGO_DIR)/single -rounds 1 -rate 0 -idle 1s
+	$(if $(filter 1,$(PGO_CLUSTER)),SINGLE=0 CLUSTER_ROUNDS=1 CLUSTER_PROFILE=$(PGO_DIR)/cluster CLUSTER_PROFILE_OF=leader GO=$(GO) cmd/orderd-bench/cluster.sh)
+	$(GO) tool pprof -proto $(PGO_DIR)/single/cpu.pprof $(if $(filter 1,$(PGO_CLUSTER)),$(PGO_DIR)/cluster/cpu.pprof) > cmd/orderd/default.pgo
+	rm -rf $(PGO_DIR)
 
 ## install: the binary, the systemd unit (ExecStart= naming $(PREFIX)/bin),
 ## the example config (config.yaml only when there is none), the docs and
