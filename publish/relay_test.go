@@ -1159,3 +1159,42 @@ func TestRelay_BurstLingerGathersMore(t *testing.T) {
 		t.Errorf("events after the burst by batch id: %v, want one atomic batch of %d", batches, n)
 	}
 }
+
+// A short run of events goes one by one on a stream of one replica (where
+// the server stages an atomic batch in files of its own) and as one atomic
+// batch on a replicated stream (where the server stages it in memory and
+// proposes it to its peers in one append, and each single publish is a
+// proposal of its own, with an fsync on every node).
+func TestRelay_shortRunsBatchOnReplicatedStreams(t *testing.T) {
+	for _, replicas := range []int{1, 3} {
+		t.Run(fmt.Sprint(replicas, " replicas"), func(t *testing.T) {
+			var url string
+			if replicas == 1 {
+				url = startNATS(t, t.TempDir(), "127.0.0.1:0").ClientURL()
+			} else {
+				c, err := publish.StartEmbeddedCluster(publish.EmbeddedClusterConfig{Dir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Shutdown)
+				url = c.ClientURL()
+			}
+			_, js := connectJS(t, url)
+			st, _ := openStore(t, store.Options{})
+			// Queued before the relay starts: its first pass finds the
+			// run of three.
+			for i := range 3 {
+				apply(t, st, newTestOrder(fmt.Sprint("short-", replicas), i), "processing", false, store.SourceWebhook)
+			}
+			runRelay(t, newRelay(t, publish.RelayConfig{Stream: &publish.StreamConfig{Replicas: replicas}}, st, js))
+			waitFor(t, 20*time.Second, "the outbox to drain", func() bool { return backlog(t, st) == 0 })
+			batches := byBatchID(streamMsgs(t, js, "ORDERD"))
+			switch {
+			case replicas == 1 && (len(batches) != 1 || batches[""] != 3):
+				t.Errorf("events by batch id: %v, want all three one by one", batches)
+			case replicas > 1 && (len(batches) != 1 || batches[""] != 0):
+				t.Errorf("events by batch id: %v, want one atomic batch of three", batches)
+			}
+		})
+	}
+}
