@@ -2,6 +2,12 @@
 # the README and of CI (.ci/run).
 
 GO        ?= go
+# The test targets build their binaries (and the orderd the tests start)
+# without cmd/orderd/default.pgo: profile-guided optimisation changes how
+# the compiler optimises, not what the code does, and building every
+# package a second time with the profile (and again with -race) cost the
+# test run minutes. make build, make deb and the benchmarks use it.
+NOPGO     = GOFLAGS="$(strip $(GOFLAGS) -pgo=off)"
 PKGS      ?= ./...
 # Bound on each package's test binary; the whole suite stays well below.
 TEST_TIMEOUT ?= 10m
@@ -51,7 +57,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 gotest:
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(NOPGO) $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
 systemd-verify: build
 	@.ci/systemd-verify bin/orderd $(SECURITY_THRESHOLD)
@@ -101,7 +107,7 @@ spectral-check: node-deps
 ## three minutes, most of it npm ci).
 consumers-check: node-deps
 	$(GO) vet -tags consumers ./test/consumers/
-	$(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
+	$(NOPGO) $(GO) test -tags consumers -race -count=1 -timeout 5m -v ./test/consumers/
 
 ## sandbox-soak: the sandbox's demo at 20 times its pace for the orders of an
 ## hour (1,800 steps), with give_up_after at 40s, then the reconciler left to
@@ -112,7 +118,7 @@ consumers-check: node-deps
 ## under the race detector.
 sandbox-soak:
 	$(GO) vet -tags integration ./cmd/orderd/
-	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestSandbox_demoStaysClean$$' -v ./cmd/orderd/
+	$(NOPGO) $(GO) test -tags integration -count=1 -timeout 20m -run '^TestSandbox_demoStaysClean$$' -v ./cmd/orderd/
 
 ## lint: gofmt, go vet and staticcheck (pinned; built through the module proxy).
 lint: fmt-check vet staticcheck
@@ -130,7 +136,7 @@ bench:
 ## binaries itself, which go test's result cache cannot see.
 e2e:
 	$(GO) vet -tags e2e ./test/e2e/
-	$(GO) test -tags e2e -race -count=1 -timeout 20m -v ./test/e2e/
+	$(NOPGO) $(GO) test -tags e2e -race -count=1 -timeout 20m -v ./test/e2e/
 
 ## chaos-net: the network fault suite of replicated mode (test/chaos); needs
 ## root. Three nats-server nodes, two orderd instances and the fake provider,
@@ -152,7 +158,7 @@ CHAOS_SEED    ?=
 CHAOS_FAULTS  ?=
 chaos-net:
 	@.ci/install-deps iproute2:ip iptables:iptables
-	@GO=$(GO) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) \
+	@$(NOPGO) GO=$(GO) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) \
 		CHAOS_FAULTS=$(CHAOS_FAULTS) test/chaos/chaos-net.sh
 
 ## upgrade-test: the rolling upgrade (test/chaos, as root): two instances
@@ -168,7 +174,7 @@ upgrade-test:
 	@.ci/install-deps iproute2:ip iptables:iptables
 	@$(GO) vet -tags chaos ./test/chaos/
 	@UPGRADE_FROM=$(UPGRADE_FROM) UPGRADE_FROM_ORDERD=$(UPGRADE_FROM_ORDERD) \
-		$(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestRollingUpgrade$$' ./test/chaos/
+		$(NOPGO) $(GO) test -tags chaos -count=1 -timeout 30m -v -run '^TestRollingUpgrade$$' ./test/chaos/
 
 ## load: build orderd and orderd-bench, start "orderd run" on loopback with a
 ## generated signing key, send 64 senders flat out for 10s beside the
