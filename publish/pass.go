@@ -31,12 +31,6 @@ const (
 	// 16 to 32 events on; shorter runs go one by one, which also keeps the
 	// latency low when events trickle in.
 	minAtomicBatch = 16
-	// minReplicatedBatch replaces it on a stream with replicas: the
-	// server stages a replicated stream's batch in memory and proposes it
-	// to its peers in one append, where each single publish is a proposal
-	// of its own, with a write and an fsync on every node. Two events
-	// already cost less as a batch (BENCHMARKS.md, replicated mode).
-	minReplicatedBatch = 2
 	// maxAtomicBatch is the server's default limit on an atomic batch.
 	maxAtomicBatch = 1000
 	// batchHeaderRoom is more than the headers of a batch message take.
@@ -110,10 +104,6 @@ func (r *Relay) prepare(ctx context.Context) error {
 		r.log.Info("publishing mode", "atomic_batches", batches, "stream", s.CachedInfo().Config.Name)
 	}
 	r.atomic = batches
-	r.minBatch = minAtomicBatch
-	if s.CachedInfo().Config.Replicas > 1 {
-		r.minBatch = minReplicatedBatch
-	}
 	r.streamReady = true
 	return nil
 }
@@ -295,7 +285,7 @@ func (p *pass) send(ctx context.Context, chunk []encoded) error {
 	if err := r.gate(); err != nil {
 		return err
 	}
-	if r.atomic && len(chunk) >= r.minBatch && p.fitsBatch(chunk) {
+	if r.atomic && len(chunk) >= minAtomicBatch && p.fitsBatch(chunk) {
 		// A batch must not overtake events still awaiting their ack.
 		if err := p.awaitAll(ctx); err != nil {
 			return err

@@ -135,8 +135,8 @@ type RelayConfig struct {
 // a restart.
 //
 // When the stream allows atomic publish (EnsureStream turns it on; servers
-// from 2.12 have it), a run of 16 or more pending events (2 or more on a
-// stream with replicas) goes as one JetStream atomic batch: stored all or nothing, with one fsync under SyncAlways instead of
+// from 2.12 have it), a run of 16 or more pending events goes as one
+// JetStream atomic batch: stored all or nothing, with one fsync under SyncAlways instead of
 // one per event, and acknowledged once. Each message is still one event on
 // its own subject with its own Nats-Msg-Id; it also carries the batch's
 // Nats-Batch-Id and Nats-Batch-Sequence headers. Otherwise events go one by
@@ -153,7 +153,6 @@ type Relay struct {
 	sem         chan struct{}
 	streamReady bool
 	atomic      bool  // the stream takes atomic batches
-	minBatch    int   // the shortest run sent as an atomic batch (minAtomicBatch or minReplicatedBatch)
 	maxMsgSize  int64 // the stream's largest message; 0 or less: no limit of its own
 }
 
