@@ -91,6 +91,17 @@ if [ -n "$BEFORE" ]; then
 	git worktree remove --force "$dir/before"
 fi
 
+# wait_ok URL N: polls URL every 0.1 s until it answers 2xx, at most N
+# times; fails (with curl's error) if it never does.
+wait_ok() {
+	local url=$1 n=$2
+	for _ in $(seq 1 "$n"); do
+		if curl -fsS "$url" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	curl -fsS "$url" >/dev/null
+}
+
 # start_cluster DIR: three nats-server nodes, R3-capable JetStream with
 # sync_interval always, their files under DIR/nats-N; returns when each
 # says it is healthy (its JetStream included). Sets nats_url, npids
@@ -145,11 +156,7 @@ CONF
 	# JetStream answers "temporarily unavailable" until the nodes have
 	# elected their meta leader; an instance started before that exits.
 	for i in 0 1 2; do
-		for _ in $(seq 1 300); do
-			if curl -fsS "http://127.0.0.1:${mports[$i]}/healthz" >/dev/null 2>&1; then break; fi
-			sleep 0.1
-		done
-		if ! curl -fsS "http://127.0.0.1:${mports[$i]}/healthz" >/dev/null; then
+		if ! wait_ok "http://127.0.0.1:${mports[$i]}/healthz" 300; then
 			echo "bench-cluster: nats-server n$((i + 1)) not healthy"
 			tail -n 20 "$base/nats-$((i + 1))/log"
 			exit 1
@@ -202,11 +209,7 @@ CONF
 		admins="${admins:+$admins,}http://127.0.0.1:$admin"
 	done
 	for a in ${admins//,/ }; do
-		for _ in $(seq 1 900); do
-			if curl -fsS "$a/readyz" >/dev/null 2>&1; then break; fi
-			sleep 0.1
-		done
-		if ! curl -fsS "$a/readyz" >/dev/null; then
+		if ! wait_ok "$a/readyz" 900; then
 			echo "bench-cluster: $a not ready"
 			tail -n 20 "$base"/a/log "$base"/b/log
 			exit 1
