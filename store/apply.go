@@ -123,8 +123,8 @@ func (*observeCmd) rerunnable() {}
 // which every instance reads from the body with provider.DecodeOrder, the
 // receiver's own decode. An entry is about half the size (510 bytes
 // against 990 for a completed payin), and every NATS node stores it and
-// every instance's consumer receives it. It
-// applies as observeCmd; before version 5 it goes as observeCmd.
+// every instance's consumer receives it. It applies as observeCmd;
+// before version 5 it goes as observeCmd.
 //
 // The order an instance reads from the body must not depend on its
 // release: a change to what DecodeOrder gives for a body it accepts needs
