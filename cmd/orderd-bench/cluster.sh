@@ -45,6 +45,16 @@ if [ -n "$NATS_PROFILE" ] && [ -z "$PROFILE" ]; then PROFILE=$NATS_PROFILE; fi
 # afterwards (orderd run with its embedded server, the same connections,
 # its own ceiling), and with BEFORE the single-node daemon of REV after it.
 SINGLE=${SINGLE:-1}
+# PATTERN=1 (the default; not with BEFORE): after each raw round, a round
+# of replicated mode's NATS traffic without orderd on the same cluster
+# (orderd-bench daemon -pattern: two appenders of log entries of 6
+# webhooks, one in flight each, both following the log, and a relay of
+# atomic batches of 26 events), for the NATS nodes' CPU per webhook at
+# that floor against theirs per raw publish (pattern_multiple).
+# PATTERN_FLAGS="-pattern-group 64 -pattern-batch 256" measures another
+# shape of that traffic.
+PATTERN=${PATTERN:-1}
+PATTERN_FLAGS=${PATTERN_FLAGS:-}
 BEFORE=${BEFORE:-}
 if [ -n "$BEFORE" ] && [ -n "$PROFILE" ]; then
 	echo "bench-cluster: BEFORE compares builds without profiles; take CLUSTER_PROFILE or NATS_PROFILE in a run without BEFORE" >&2
@@ -262,7 +272,7 @@ if [ -z "$BEFORE" ]; then
 	fi
 
 	"$dir/orderd-bench" daemon -url "$webhooks" -admin "$admins" -pid "$opids" -key "$dir/key.pem" \
-		-raw-nats "$nats_url" -nats-pid "$npids" \
+		-raw-nats "$nats_url" -nats-pid "$npids" $([ "$PATTERN" = 1 ] && echo -pattern $PATTERN_FLAGS) \
 		-c "$CONNS" -rounds "$ROUNDS" -d "$DURATION" -n "$N" -idle 5s ${PROFILE:+-profile "$PROFILE" -profile-of "$PROFILE_OF"} ${nprofs:+-nats-prof "$nprofs"}
 	for a in ${admins//,/ }; do
 		echo "bench-cluster: $a/v1/cluster: $(curl -fsS "$a/v1/cluster")"

@@ -51,8 +51,14 @@ type options struct {
 	rawNATS     []string
 	rawReplicas int
 	rawSize     int
-	natsPIDs    []int
-	natsProf    []string
+	// pattern adds a round of replicated mode's NATS traffic alone
+	// (patternRound) after each raw round.
+	pattern        bool
+	patternGroup   int
+	patternOpBytes int
+	patternBatch   int
+	natsPIDs       []int
+	natsProf       []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -88,6 +94,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&rawNATS, "raw-nats", "", "comma-separated NATS `URLs`: also measure raw JetStream publishes in interleaved rounds (-c publishers sharing one connection, each waiting for its PubAck, to a scratch stream deleted afterwards) and report the ratio to them")
 	fs.IntVar(&o.rawReplicas, "raw-replicas", 3, "replicas of the raw rounds' scratch stream")
 	fs.IntVar(&o.rawSize, "raw-size", 1200, "`bytes` of each raw publish")
+	fs.BoolVar(&o.pattern, "pattern", false, "with -raw-nats: after each raw round, a round of replicated mode's NATS traffic without orderd (two appenders of log entries, one in flight each, both following the log, one relay of atomic event batches), for the NATS servers' CPU per webhook at that floor")
+	fs.IntVar(&o.patternGroup, "pattern-group", 6, "webhooks in one log entry of the -pattern rounds")
+	fs.IntVar(&o.patternOpBytes, "pattern-op-bytes", 510, "`bytes` of one webhook's command in a log entry of the -pattern rounds")
+	fs.IntVar(&o.patternBatch, "pattern-batch", 26, "events in one atomic batch of the -pattern rounds")
 	fs.StringVar(&natsPIDs, "nats-pid", "", "comma-separated `PIDs` of the NATS servers on this machine: report their CPU per webhook and per raw publish, and with -raw-nats the CPU of every process per acked webhook against theirs per raw publish")
 	fs.StringVar(&natsProf, "nats-prof", "", "with -profile: comma-separated base `URLs` of the NATS servers' prof_port (http://127.0.0.1:PORT); the profile round also takes each server's CPU profile, nats-N.cpu.pprof in the -profile directory")
 	fs.BoolVar(&o.counts, "counts", false, "only read the replicated log and events streams (ORDERD_LOG, ORDERD) through -raw-nats and print their entries by command kind and their events by atomic batch")
@@ -133,6 +143,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, cli.Usagef("-pid lists %d processes and -url %d: give one PID per receiver", len(o.pids), len(o.urls))
 	case o.profileDir != "" && len(o.urls) > 0 && len(o.admins) == 0:
 		return o, cli.Usagef("-profile with -url needs -admin (the profiles come from its /debug/pprof/)")
+	case o.pattern && len(o.rawNATS) == 0:
+		return o, cli.Usagef("-pattern needs -raw-nats: the NATS servers it publishes to")
+	case o.patternGroup < 1 || o.patternGroup > 256 || o.patternOpBytes < 1 || o.patternOpBytes > 1<<16 || o.patternBatch < 1 || o.patternBatch > 1000:
+		return o, cli.Usagef("-pattern-group must be between 1 and 256, -pattern-op-bytes between 1 and 65536, -pattern-batch between 1 and 1000")
 	case o.counts && len(o.rawNATS) == 0:
 		return o, cli.Usagef("-counts needs -raw-nats: the NATS servers to read the streams from")
 	case len(o.natsProf) > 0 && o.profileDir == "":
