@@ -203,12 +203,14 @@ bench-daemon: deps build
 ## verify-only ceiling and raw R3 publishes on the same cluster (32
 ## publishers sharing one connection, each waiting for its PubAck; the
 ## ratio to them is printed, and the CPU of every process per acked
-## webhook against the NATS CPU per raw publish). BEFORE=REV alternates
+## webhook against the NATS CPU per raw publish), and after each raw round
+## the same traffic to NATS without orderd (the NATS nodes' floor per
+## webhook; PATTERN=0 leaves it out). BEFORE=REV alternates
 ## REV's orderd and this tree's round by round, each round on a fresh
 ## cluster with its own raw reference, and compares them; SINGLE=0 leaves
 ## out single-node mode (cmd/orderd-bench/cluster.sh; CLUSTER_CONNS,
 ## CLUSTER_ROUNDS, CLUSTER_DURATION, CLUSTER_N, CLUSTER_PROFILE,
-## CLUSTER_PROFILE_OF, NATS_PROFILE adjust it).
+## CLUSTER_PROFILE_OF, NATS_PROFILE, PATTERN_FLAGS adjust it).
 bench-cluster: deps
 	@GO=$(GO) cmd/orderd-bench/cluster.sh
 

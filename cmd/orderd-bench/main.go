@@ -55,11 +55,20 @@
 // cluster_cpu_ms_per_webhook=... raw_nats_cpu_ms_per_publish=...
 // cpu_multiple=...", over every round).
 //
+// With -pattern, each raw round is followed by a round of replicated
+// mode's NATS traffic without orderd: two appenders each keeping one log
+// entry of -pattern-group webhooks in flight, both following the log, and
+// a relay publishing an event per acked webhook in atomic batches of
+// -pattern-batch. The summary prints the NATS servers' CPU per webhook of
+// that traffic against theirs per raw publish ("result
+// pattern_nats_cpu_ms_per_webhook=... pattern_multiple=..."): the part of
+// cpu_multiple that no change inside orderd takes away.
+//
 // Usage:
 //
 //	orderd-bench daemon [-orderd BIN] [-rounds N] [-d D] [-n N] [-c N] [-t N] [-rate N] [-profile DIR]
 //	orderd-bench daemon -url URL[,URL...] -key FILE [-admin URL[,URL...]] [-pid PID[,PID...]] ...
-//	    [-raw-nats URL[,URL...]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N [-nats-prof URL[,URL...]]]
+//	    [-raw-nats URL[,URL...] [-pattern]] [-nats-pid PID[,PID...]] [-profile DIR -profile-of N [-nats-prof URL[,URL...]]]
 //	orderd-bench daemon -explain DIR
 //	orderd-bench daemon -counts -raw-nats URL[,URL...]
 //
