@@ -164,7 +164,10 @@ CONF
 		nats_url="${nats_url:+$nats_url,}nats://127.0.0.1:${nports[$i]}"
 	done
 	# JetStream answers "temporarily unavailable" until the nodes have
-	# elected their meta leader; an instance started before that exits.
+	# elected their meta leader. The instances wait for it at start (the
+	# cluster's streams and buckets are looked up and created with
+	# retries); the rounds start from a healthy cluster all the same, so
+	# that every round, of either build, starts alike.
 	for i in 0 1 2; do
 		if ! wait_ok "http://127.0.0.1:${mports[$i]}/healthz" 300; then
 			echo "bench-cluster: nats-server n$((i + 1)) not healthy"
