@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,20 +60,11 @@ func (b *bench) patternRound(ctx context.Context, round int) (roundResult, error
 		{Name: logName, Subjects: []string{logSubject}},
 		{Name: eventsName, Subjects: []string{eventsPrefix + ".>"}, AllowAtomicPublish: true},
 	} {
-		sc.Storage, sc.Replicas, sc.Duplicates, sc.Discard = jetstream.FileStorage, o.rawReplicas, 2*time.Minute, jetstream.DiscardOld
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := js.CreateStream(sctx, sc)
-		cancel()
+		drop, err := b.scratchStream(ctx, js, sc)
 		if err != nil {
-			return rr, fmt.Errorf("pattern: create the scratch stream %s: %w", sc.Name, err)
+			return rr, fmt.Errorf("pattern: %w", err)
 		}
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := js.DeleteStream(dctx, sc.Name); err != nil {
-				b.logf("pattern: delete the scratch stream %s: %v", sc.Name, err)
-			}
-		}()
+		defer drop()
 	}
 
 	entry := make([]byte, o.patternGroup*o.patternOpBytes)
@@ -197,11 +187,7 @@ func (b *bench) patternRound(ctx context.Context, round int) (roundResult, error
 	rr.answers = published
 	rr.non2xx = failed.Load()
 	rr.rate = float64(rr.answers) / rr.elapsed.Seconds()
-	all := slices.Concat(lat[0], lat[1])
-	slices.Sort(all)
-	if len(all) > 0 {
-		rr.p50, rr.p99 = all[len(all)/2], all[len(all)*99/100]
-	}
+	rr.p50, rr.p99 = percentiles(lat[:]...)
 	if cpu := procsCPU(o.natsPIDs) - cpuBefore; cpu > 0 && rr.answers > 0 {
 		rr.natsCPUPer1k = cpu.Seconds() / float64(rr.answers) * 1000
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,16 +42,7 @@ func TestPatternRound(t *testing.T) {
 
 	// Two connections, as two instances have; the first carried the
 	// events besides its entries, and each was delivered the log.
-	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []*server.ConnInfo
-	for _, c := range cz.Conns {
-		if strings.HasPrefix(c.Name, "orderd-bench pattern") {
-			conns = append(conns, c)
-		}
-	}
+	conns := connsNamed(t, srv, "orderd-bench pattern")
 	if len(conns) != 2 {
 		t.Fatalf("the pattern round opened %d connections, want 2", len(conns))
 	}

@@ -42,27 +42,11 @@ func (b *bench) rawRound(ctx context.Context, round int) (roundResult, error) {
 	}
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
 	name, subject := "ORDERD_BENCH_RAW_"+strings.ToUpper(tag), "orderd-bench.raw."+tag
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = js.CreateStream(sctx, jetstream.StreamConfig{
-		Name:       name,
-		Subjects:   []string{subject},
-		Storage:    jetstream.FileStorage,
-		Replicas:   b.o.rawReplicas,
-		MaxAge:     168 * time.Hour,
-		Duplicates: 2 * time.Minute,
-		Discard:    jetstream.DiscardOld,
-	})
-	cancel()
+	drop, err := b.scratchStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}})
 	if err != nil {
-		return rr, fmt.Errorf("raw: create the scratch stream: %w", err)
+		return rr, fmt.Errorf("raw: %w", err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(dctx, name); err != nil {
-			b.logf("raw: delete the scratch stream %s: %v", name, err)
-		}
-	}()
+	defer drop()
 
 	payload := make([]byte, b.o.rawSize)
 	rand.Read(payload)
@@ -101,15 +85,41 @@ func (b *bench) rawRound(ctx context.Context, round int) (roundResult, error) {
 	rr.answers = acked.Load()
 	rr.non2xx = failed.Load()
 	rr.rate = float64(rr.answers) / rr.elapsed.Seconds()
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	if len(all) > 0 {
-		rr.p50, rr.p99 = all[len(all)/2], all[len(all)*99/100]
-	}
+	rr.p50, rr.p99 = percentiles(lat...)
 	if cpu := procsCPU(b.o.natsPIDs) - cpuBefore; cpu > 0 && rr.answers > 0 {
 		rr.natsCPUPer1k = cpu.Seconds() / float64(rr.answers) * 1000
 	}
 	return rr, nil
+}
+
+// scratchStream creates a stream of sc's name and subjects with the
+// replicated log's settings (file storage, -raw-replicas, a duplicate
+// window) for one round; drop deletes it.
+func (b *bench) scratchStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (drop func(), err error) {
+	sc.Storage, sc.Replicas, sc.MaxAge, sc.Duplicates, sc.Discard = jetstream.FileStorage, b.o.rawReplicas, 168*time.Hour, 2*time.Minute, jetstream.DiscardOld
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(sctx, sc); err != nil {
+		return nil, fmt.Errorf("create the scratch stream %s: %w", sc.Name, err)
+	}
+	return func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(dctx, sc.Name); err != nil {
+			b.logf("delete the scratch stream %s: %v", sc.Name, err)
+		}
+	}, nil
+}
+
+// percentiles is the median and the 99th percentile of the latencies in
+// lats together; zero for none.
+func percentiles(lats ...[]time.Duration) (p50, p99 time.Duration) {
+	all := slices.Concat(lats...)
+	if len(all) == 0 {
+		return 0, 0
+	}
+	slices.Sort(all)
+	return all[len(all)/2], all[len(all)*99/100]
 }
 
 // procsCPU is the user and system CPU time the processes pids have used

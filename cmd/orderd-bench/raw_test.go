@@ -62,16 +62,7 @@ func TestRawRound(t *testing.T) {
 
 	// Every connection the round opened, closed now: one, which carried
 	// every publish (and the stream's creation and deletion besides).
-	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw []*server.ConnInfo
-	for _, c := range cz.Conns {
-		if strings.HasPrefix(c.Name, "orderd-bench raw") {
-			raw = append(raw, c)
-		}
-	}
+	raw := connsNamed(t, srv, "orderd-bench raw")
 	if len(raw) != 1 {
 		t.Fatalf("the raw round opened %d connections, want 1 shared by its 8 publishers", len(raw))
 	}
@@ -91,6 +82,23 @@ func TestRawRound(t *testing.T) {
 	for name := range js.StreamNames(t.Context()).Name() {
 		t.Errorf("stream %s left behind", name)
 	}
+}
+
+// connsNamed is every connection srv has had, open or closed, whose name
+// starts with prefix.
+func connsNamed(t *testing.T, srv *server.Server, prefix string) []*server.ConnInfo {
+	t.Helper()
+	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []*server.ConnInfo
+	for _, c := range cz.Conns {
+		if strings.HasPrefix(c.Name, prefix) {
+			named = append(named, c)
+		}
+	}
+	return named
 }
 
 // The summary prints the CPU of every process per acked webhook over the
