@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A pattern round appends log entries from two connections, follows the
@@ -66,17 +63,5 @@ func TestPatternRound(t *testing.T) {
 	if !strings.Contains(out.String(), "result target=pattern rate=") || !strings.Contains(out.String(), " pattern_multiple=") {
 		t.Errorf("summary without the pattern's lines:\n%s", out.String())
 	}
-
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range js.StreamNames(t.Context()).Name() {
-		t.Errorf("stream %s left behind", name)
-	}
+	noStreamsLeft(t, srv)
 }

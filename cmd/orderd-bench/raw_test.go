@@ -69,7 +69,12 @@ func TestRawRound(t *testing.T) {
 	if raw[0].InMsgs < rr.answers {
 		t.Errorf("the connection carried %d messages, fewer than the %d acked publishes", raw[0].InMsgs, rr.answers)
 	}
+	noStreamsLeft(t, srv)
+}
 
+// noStreamsLeft fails t for every stream srv still has.
+func noStreamsLeft(t *testing.T, srv *server.Server) {
+	t.Helper()
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
