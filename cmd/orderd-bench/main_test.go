@@ -43,6 +43,9 @@ func TestParseFlags_errors(t *testing.T) {
 		{[]string{"-profile-of", "2"}, "-profile-of 2"},
 		{[]string{"-nats-prof", "http://127.0.0.1:3"}, "-nats-prof goes with -profile"},
 		{[]string{"-counts"}, "-counts needs -raw-nats"},
+		{[]string{"-pattern"}, "-pattern needs -raw-nats"},
+		{[]string{"-raw-nats", "nats://127.0.0.1:1", "-pattern", "-pattern-group", "0"}, "-pattern-group must be between 1 and 256"},
+		{[]string{"-raw-nats", "nats://127.0.0.1:1", "-pattern", "-pattern-batch", "1001"}, "-pattern-batch between 1 and 1000"},
 		{[]string{"-url", "http://a/w", "-key", "k", "-admin", "http://a:1", "-profile-of", "2"}, "-profile-of 2"},
 	}
 	for _, tt := range tests {
@@ -65,6 +68,9 @@ func TestParseFlags_errors(t *testing.T) {
 	if len(o.rawNATS) != 2 || o.rawNATS[1] != "nats://127.0.0.1:2" || len(o.natsPIDs) != 3 || o.natsPIDs[2] != 9 ||
 		o.rawReplicas != 3 || o.rawSize != 1200 {
 		t.Errorf("raw options = %q %v %d %d", o.rawNATS, o.natsPIDs, o.rawReplicas, o.rawSize)
+	}
+	if o.pattern || o.patternGroup != 6 || o.patternOpBytes != 510 || o.patternBatch != 26 {
+		t.Errorf("pattern options = %v %d %d %d, want off with the sizes of replicated mode's runs", o.pattern, o.patternGroup, o.patternOpBytes, o.patternBatch)
 	}
 }
 
