@@ -65,10 +65,14 @@ type session struct {
 	// woken by every commit would otherwise allocate BatchSize events'
 	// room (48 KiB with the defaults) for the few events it finds.
 	chunk []encoded
+	// ackGrace is how long a pass still waits for acks after its context
+	// ends (pass.acks): Run's passes wait ackOnStopTimeout; a Flush, whose
+	// context is already the stop's bound, does not wait past it.
+	ackGrace time.Duration
 }
 
-func (r *Relay) newSession(ctx context.Context) *session {
-	return &session{marker: startMarker(ctx, r)}
+func (r *Relay) newSession(ctx context.Context, ackGrace time.Duration) *session {
+	return &session{marker: startMarker(ctx, r), ackGrace: ackGrace}
 }
 
 // close waits until every acknowledged event is marked.
@@ -137,7 +141,12 @@ func (r *Relay) drain(ctx context.Context, ss *session, rescan bool) (acked int,
 	if ss.chunk == nil {
 		ss.chunk = make([]encoded, 0, r.cfg.BatchSize)
 	}
-	p := pass{r: r, marker: ss.marker, busy: make(map[string]int), done: ss.cursor, chunk: ss.chunk[:0]}
+	acks, cancel := ctx, context.CancelFunc(func() {})
+	if ss.ackGrace > 0 {
+		acks, cancel = outlive(ctx, ss.ackGrace)
+	}
+	defer cancel()
+	p := pass{r: r, marker: ss.marker, acks: acks, busy: make(map[string]int), done: ss.cursor, chunk: ss.chunk[:0]}
 	err = p.run(ctx)
 	// The events' bytes go to the collector once sent; the room stays.
 	clear(p.chunk[:cap(p.chunk)])
@@ -165,8 +174,13 @@ func (r *Relay) drain(ctx context.Context, ss *session, rescan bool) (acked int,
 type pass struct {
 	r      *Relay
 	marker *marker
-	queue  []inflight     // single publishes in order; the head is the oldest
-	busy   map[string]int // single publishes in flight per event subject
+	// acks is the context acks are awaited under: it ends
+	// ackOnStopTimeout after the pass's own, so that a stop still hears
+	// what was sent before it. Nothing new is sent once the pass's own
+	// context has ended.
+	acks  context.Context
+	queue []inflight     // single publishes in order; the head is the oldest
+	busy  map[string]int // single publishes in flight per event subject
 	// unmarked counts the events acknowledged since the marker was last
 	// handed done.
 	unmarked int
@@ -352,6 +366,9 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 	r := p.r
 	nc := r.js.Conn()
 	for len(chunk) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		part := chunk[:min(len(chunk), maxAtomicBatch)]
 		chunk = chunk[len(part):]
 		batchID := nuid.Next()
@@ -409,7 +426,7 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 			}
 		}
 		last := part[len(part)-1].ev
-		ack, err := awaitAck(ctx, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)})
+		ack, err := awaitAck(p.acks, inflight{seq: last.Seq, id: last.ID, paf: commit, deadline: sent.Add(r.cfg.PublishTimeout)})
 		if err != nil {
 			endPublishSpans(spans, err)
 		} else {
@@ -423,9 +440,11 @@ func (p *pass) sendBatch(ctx context.Context, chunk []encoded) error {
 			case errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeAtomicDuplicate || apiErr.ErrorCode == errCodeAtomicDisabled ||
 				apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == errCodeAtomicIncomplete):
 				// The caller falls back; not a failure to count.
+			case ctx.Err() != nil:
+				// A stop is no failure.
 			case errors.Is(err, errAckTimeout):
 				r.cfg.Metrics.failure(errKindTimeout)
-			case ctx.Err() == nil:
+			default:
 				r.cfg.Metrics.failure(errKindNATS)
 			}
 			return fmt.Errorf("publish batch of %d events ending at %s: %w", len(part), last.ID, err)
@@ -448,6 +467,9 @@ func (p *pass) publishOne(ctx context.Context, e encoded) error {
 		if err := p.ackHead(ctx); err != nil {
 			return err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if err := r.gate(); err != nil {
 		return err
@@ -503,7 +525,7 @@ func (p *pass) ackHead(ctx context.Context) error {
 	if p.busy[f.key]--; p.busy[f.key] == 0 {
 		delete(p.busy, f.key)
 	}
-	ack, err := awaitAck(ctx, f)
+	ack, err := awaitAck(p.acks, f)
 	endPublishSpan(f.span, ack, err)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
@@ -518,9 +540,13 @@ func (p *pass) ackHead(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		if errors.Is(err, errAckTimeout) {
+		switch {
+		case ctx.Err() != nil:
+			// A stop is no failure, even when the wait for the
+			// answer after it ran out.
+		case errors.Is(err, errAckTimeout):
 			r.cfg.Metrics.failure(errKindTimeout)
-		} else if ctx.Err() == nil {
+		default:
 			r.cfg.Metrics.failure(errKindNATS)
 		}
 		return fmt.Errorf("publish %s: %w", f.id, err)

@@ -62,6 +62,11 @@ const (
 	// markOnStopTimeout bounds the last MarkPublished after Run's context
 	// is cancelled, so that acknowledged events are not sent again.
 	markOnStopTimeout = 2 * time.Second
+	// ackOnStopTimeout bounds how long a pass still waits, after Run's
+	// context is cancelled, for the answers to what it had already sent:
+	// an event JetStream stores during a stop is then marked, and not
+	// sent again at the next start.
+	ackOnStopTimeout = 2 * time.Second
 )
 
 // RelayConfig configures a Relay. Zero values take the defaults given.
@@ -280,7 +285,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	retry := time.NewTimer(0) // the first pass runs at once
 	defer retry.Stop()
 
-	ss := r.newSession(ctx)
+	ss := r.newSession(ctx, ackOnStopTimeout)
 	defer ss.close()
 	r.prune(ctx)
 	var backoff time.Duration
@@ -368,7 +373,7 @@ func (r *Relay) Flush(ctx context.Context) error {
 	if pending, err := r.outbox.PendingEvents(ctx, 0, 1); err == nil && len(pending) == 0 {
 		return nil
 	}
-	ss := r.newSession(ctx)
+	ss := r.newSession(ctx, 0)
 	defer ss.close()
 	var backoff time.Duration
 	for {

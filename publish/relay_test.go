@@ -980,6 +980,104 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 	}
 }
 
+// heldAcks is a JetStream whose async publishes reach the server at once
+// but whose answers reach the relay only once release is closed; entered
+// is closed at the first publish.
+type heldAcks struct {
+	jetstream.JetStream
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldAcks) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	f, err := h.JetStream.PublishMsgAsync(m, opts...)
+	if err != nil {
+		return f, err
+	}
+	h.once.Do(func() { close(h.entered) })
+	held := &heldAck{PubAckFuture: f, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
+	go func() {
+		var ack *jetstream.PubAck
+		var err error
+		select {
+		case ack = <-f.Ok():
+		case err = <-f.Err():
+		}
+		<-h.release
+		if err != nil {
+			held.err <- err
+			return
+		}
+		held.ok <- ack
+	}()
+	return held, nil
+}
+
+type heldAck struct {
+	jetstream.PubAckFuture
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (a *heldAck) Ok() <-chan *jetstream.PubAck { return a.ok }
+func (a *heldAck) Err() <-chan error            { return a.err }
+
+// TestRelay_StopHearsWhatItSent: a stop that comes while the relay awaits
+// the answers to events it has sent still waits a short while for them,
+// and marks those JetStream stored, so that they are not sent again at the
+// next start (where only the duplicate window would drop them); it sends
+// nothing new, and counts no failure. One by one and as an atomic batch.
+func TestRelay_StopHearsWhatItSent(t *testing.T) {
+	for _, n := range []int{5, 20} {
+		t.Run(strconv.Itoa(n)+" events", func(t *testing.T) {
+			js := startStream(t)
+			st, _ := openStore(t, store.Options{})
+			for i := range n {
+				apply(t, st, newTestOrder("held", i), "processing", false, store.SourceWebhook)
+			}
+			h := &heldAcks{JetStream: js, entered: make(chan struct{}), release: make(chan struct{})}
+			reg := prometheus.NewRegistry()
+			m, err := publish.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRelay(t, publish.RelayConfig{Metrics: m}, st, h)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			select {
+			case <-h.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the relay never published")
+			}
+			waitFor(t, 10*time.Second, "the events on the stream", func() bool { return streamCount(t, js, "ORDERD") == uint64(n) })
+			// The answers come after the stop, well within its grace.
+			cancel()
+			time.Sleep(300 * time.Millisecond)
+			close(h.release)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return within 10s of the stop")
+			}
+			if got := backlog(t, st); got != 0 {
+				t.Errorf("backlog after the stop = %d, want 0: the events JetStream stored are marked", got)
+			}
+			if got := streamCount(t, js, "ORDERD"); got != uint64(n) {
+				t.Errorf("stream holds %d events, want %d", got, n)
+			}
+			if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 0 {
+				t.Errorf("publish errors counted for a stop: %v, want none", metricKinds(t, reg, "orderd_publish_errors_total"))
+			}
+		})
+	}
+}
+
 // A pass woken by a commit lingers, so the events of the commits right
 // behind it go out with it: 20 events committed one at a time within the
 // linger leave as one atomic batch instead of one by one (a single commit's
