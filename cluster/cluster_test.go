@@ -278,6 +278,16 @@ func TestNode_NoQuorum(t *testing.T) {
 	if err := a.node.Ready(t.Context()); err == nil {
 		t.Fatalf("ready without quorum: %+v", a.node.Status(t.Context()))
 	}
+	// GET /v1/cluster still answers, within its bound, with what this
+	// instance knows of itself and what it could not read.
+	start := time.Now()
+	st := a.node.Status(t.Context())
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Status took %s without quorum, want its 1.5s bound", d.Round(time.Millisecond))
+	}
+	if st.Node != "a" || st.Log == "" || st.AppliedSeq == 0 || st.Error == "" {
+		t.Errorf("Status without quorum = %+v, want the instance's own facts and an error naming what it could not read", st)
+	}
 }
 
 // TestNew_refusesMismatch: an instance with another lease TTL than the

@@ -3,7 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Status is GET /v1/cluster's answer.
@@ -46,60 +50,87 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 }
 
+// statusTimeout bounds Status's reads of the cluster's assets together:
+// GET /v1/cluster answers within it even while JetStream is slow to
+// answer (a node lost, its groups electing), when the answer is most
+// needed; what was not read by then is named in Error.
+const statusTimeout = 1500 * time.Millisecond
+
 // Status describes the cluster as this node sees it. What cannot be read
-// (no quorum) is left zero and named in Error.
+// (no quorum, or not within statusTimeout) is left zero and named in
+// Error; what this instance knows of itself is always there.
 func (n *Node) Status(ctx context.Context) Status {
 	ds := n.digestStatus()
 	st := Status{Node: n.cfg.Node, Log: n.logID, Leading: n.Leading(), AppliedSeq: n.AppliedSeq(),
 		AgreedSeq: ds.AgreedSeq, DigestEvery: n.cfg.DigestEvery, Digest: ds.Last, Divergence: ds.Mismatch, Members: []Member{}}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	// The reads are independent: they go at once and share the bound.
+	var (
+		wg     sync.WaitGroup
+		leader string
+		term   uint64
+		herr   error
+		info   *jetstream.StreamInfo
+		ierr   error
+		lv     LogVersionStatus
+		lverr  error
+		si     SnapshotInfo
+		sok    bool
+		serr   error
+		ms     []Member
+		merr   error
+	)
+	wg.Go(func() { leader, term, herr = n.Holder(ctx) })
+	wg.Go(func() {
+		info, ierr = n.streamInfo(ctx)
+		in := info
+		if ierr != nil {
+			in = nil
+		}
+		lv, lverr = n.logVersionStatus(ctx, in)
+	})
+	wg.Go(func() { si, sok, serr = n.LatestSnapshot(ctx) })
+	wg.Go(func() { ms, merr = n.Members(ctx) })
+	wg.Wait()
+
 	var errs []string
 	if err := n.Fatal(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	if leader, term, err := n.Holder(ctx); err == nil {
+	if herr == nil {
 		st.Leader, st.Term = leader, term
 	} else {
-		errs = append(errs, "lease: "+err.Error())
+		errs = append(errs, "lease: "+herr.Error())
 	}
-	if last, err := n.lastSeq(ctx); err == nil {
-		st.LogLastSeq = last
-		if last > st.AppliedSeq {
-			st.Lag = last - st.AppliedSeq
+	if ierr == nil {
+		st.LogLastSeq = info.State.LastSeq
+		if st.LogLastSeq > st.AppliedSeq {
+			st.Lag = st.LogLastSeq - st.AppliedSeq
 		}
 	} else {
-		errs = append(errs, err.Error())
+		errs = append(errs, ierr.Error())
 	}
-	if si, ok, err := n.LatestSnapshot(ctx); err == nil && ok {
+	if serr != nil {
+		errs = append(errs, "snapshots: "+serr.Error())
+	} else if sok {
 		st.Snapshot = &si
-	} else if err != nil {
-		errs = append(errs, "snapshots: "+err.Error())
 	}
-	info, ierr := n.streamInfo(ctx)
-	if ierr != nil {
-		info = nil
+	st.LogVersion = lv
+	if lverr != nil {
+		errs = append(errs, "log readers: "+lverr.Error())
 	}
-	if lv, err := n.logVersionStatus(ctx, info); err == nil {
-		st.LogVersion = lv
-	} else {
-		st.LogVersion = lv
-		errs = append(errs, "log readers: "+err.Error())
-	}
-	if ms, err := n.Members(ctx); err == nil && ms != nil {
+	if merr == nil && ms != nil {
 		st.Members = ms
 		if n.Fatal() != nil {
 			if m, ok := mostAdvanced(ms); ok {
 				errs = append(errs, fmt.Sprintf("of the instances that reported, %s applied the most (up to %d, reported %s)", m.Node, m.AppliedSeq, m.SeenAt.Format(time.RFC3339)))
 			}
 		}
-	} else if err != nil {
-		errs = append(errs, "members: "+err.Error())
+	} else if merr != nil {
+		errs = append(errs, "members: "+merr.Error())
 	}
-	for i, e := range errs {
-		if i > 0 {
-			st.Error += "; "
-		}
-		st.Error += e
-	}
+	st.Error = strings.Join(errs, "; ")
 	return st
 }
 
