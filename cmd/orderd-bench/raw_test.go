@@ -62,7 +62,7 @@ func TestRawRound(t *testing.T) {
 
 	// Every connection the round opened, closed now: one, which carried
 	// every publish (and the stream's creation and deletion besides).
-	raw := connsNamed(t, srv, "orderd-bench raw")
+	raw := connsNamed(t, srv, "orderd-bench raw", 1)
 	if len(raw) != 1 {
 		t.Fatalf("the raw round opened %d connections, want 1 shared by its 8 publishers", len(raw))
 	}
@@ -90,20 +90,26 @@ func noStreamsLeft(t *testing.T, srv *server.Server) {
 }
 
 // connsNamed is every connection srv has had, open or closed, whose name
-// starts with prefix.
-func connsNamed(t *testing.T, srv *server.Server, prefix string) []*server.ConnInfo {
+// starts with prefix, once there are want of them (a connection closed a
+// moment ago may not be listed yet) or after five seconds.
+func connsNamed(t *testing.T, srv *server.Server, prefix string, want int) []*server.ConnInfo {
 	t.Helper()
-	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var named []*server.ConnInfo
-	for _, c := range cz.Conns {
-		if strings.HasPrefix(c.Name, prefix) {
-			named = append(named, c)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		named = named[:0]
+		for _, c := range cz.Conns {
+			if strings.HasPrefix(c.Name, prefix) {
+				named = append(named, c)
+			}
+		}
+		if len(named) >= want || time.Now().After(deadline) {
+			return named
 		}
 	}
-	return named
 }
 
 // The summary prints the CPU of every process per acked webhook over the
