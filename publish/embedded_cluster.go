@@ -106,20 +106,24 @@ func startCluster(cfg EmbeddedClusterConfig) (*EmbeddedCluster, error) {
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !c.hasMetaLeader() {
+	for !c.placesOnAll() {
 		if time.Now().After(deadline) {
 			c.Shutdown()
-			return nil, errors.New("embedded cluster: no JetStream meta leader within 20s")
+			return nil, errors.New("embedded cluster: no JetStream meta leader that knows every node within 20s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return c, nil
 }
 
-func (c *EmbeddedCluster) hasMetaLeader() bool {
+// placesOnAll reports whether a JetStream meta leader is elected and has
+// every node's current state, so that a stream with a replica on each
+// node can be placed at once (before that, creating one is refused with
+// "no suitable peers for placement").
+func (c *EmbeddedCluster) placesOnAll() bool {
 	for _, s := range c.servers {
 		if s.Running() && s.JetStreamIsLeader() {
-			return true
+			return len(s.JetStreamClusterPeers()) == len(c.servers)
 		}
 	}
 	return false
