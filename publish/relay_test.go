@@ -940,16 +940,8 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 			} else {
 				ob.stallRead.Store(true)
 			}
-			reg := prometheus.NewRegistry()
-			m, err := publish.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := newRelay(t, publish.RelayConfig{Metrics: m}, ob, js)
-			ctx, cancel := context.WithCancel(t.Context())
+			reg, cancel, done := runMeteredRelay(t, ob, js)
 			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx) }()
 			select {
 			case <-ob.entered:
 			case <-time.After(10 * time.Second):
@@ -959,14 +951,7 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 			// may a stalled mark go on.
 			cancel()
 			close(ob.release)
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run returned %v, want nil", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return within 10s of the stop")
-			}
+			awaitCleanStop(t, done)
 			if got := metricValue(t, reg, "orderd_publish_errors_total"); got != 0 {
 				t.Errorf("publish errors counted for a stop: %v, want none", metricKinds(t, reg, "orderd_publish_errors_total"))
 			}
@@ -977,6 +962,35 @@ func TestRelay_StopCountsNoFailure(t *testing.T) {
 				t.Errorf("backlog after the stop = %d, want 0: the mark under way was lost", got)
 			}
 		})
+	}
+}
+
+// runMeteredRelay runs a relay over ob and js with metrics of its own
+// until cancel; done gets Run's result.
+func runMeteredRelay(t *testing.T, ob publish.Outbox, js jetstream.JetStream) (*prometheus.Registry, context.CancelFunc, <-chan error) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := publish.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRelay(t, publish.RelayConfig{Metrics: m}, ob, js)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return reg, cancel, done
+}
+
+// awaitCleanStop waits for a stopped Run to return nil.
+func awaitCleanStop(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of the stop")
 	}
 }
 
@@ -1037,16 +1051,8 @@ func TestRelay_StopHearsWhatItSent(t *testing.T) {
 				apply(t, st, newTestOrder("held", i), "processing", false, store.SourceWebhook)
 			}
 			h := &heldAcks{JetStream: js, entered: make(chan struct{}), release: make(chan struct{})}
-			reg := prometheus.NewRegistry()
-			m, err := publish.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := newRelay(t, publish.RelayConfig{Metrics: m}, st, h)
-			ctx, cancel := context.WithCancel(t.Context())
+			reg, cancel, done := runMeteredRelay(t, st, h)
 			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx) }()
 			select {
 			case <-h.entered:
 			case <-time.After(10 * time.Second):
@@ -1057,14 +1063,7 @@ func TestRelay_StopHearsWhatItSent(t *testing.T) {
 			cancel()
 			time.Sleep(300 * time.Millisecond)
 			close(h.release)
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run returned %v, want nil", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return within 10s of the stop")
-			}
+			awaitCleanStop(t, done)
 			if got := backlog(t, st); got != 0 {
 				t.Errorf("backlog after the stop = %d, want 0: the events JetStream stored are marked", got)
 			}
