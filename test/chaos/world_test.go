@@ -23,6 +23,11 @@ import (
 // lets its holder act for 9/10 of it (docs/replicated-mode.md).
 const leaseTTL = 2 * time.Second
 
+// balancesEvery is how often the suite's leader reads the provider's
+// balances (reconcile.schedules.balances): a leader that leads that long
+// makes a leader-only call whatever else the run left it to do.
+const balancesEvery = 3 * time.Second
+
 // proc is one started program, in a namespace, known by its PID: every
 // signal the suite sends goes to that PID ("ip netns exec" execs the
 // program in its own place, so the PID is the program's).
@@ -379,7 +384,7 @@ reconcile:
   concurrency: 2
   backoff_base: 1s
   backoff_max: 2s
-  schedules: {stale: "@every 1s", doubt: "@every 2s", balances: "@every 3s", requisites: "off", report: "off"}
+  schedules: {stale: "@every 1s", doubt: "@every 2s", balances: "@every %s", requisites: "off", report: "off"}
 reports:
   dir: %q
 log:
@@ -390,7 +395,7 @@ cluster:
   enabled: true
   node: %s
   lease_ttl: %s
-`, w.provURL, w.provKey, w.provPub, w.signer.pubKey, h.ip, o.webhooks(), h.ip, o.dbPath, w.natsURLs(),
+`, w.provURL, w.provKey, w.provPub, w.signer.pubKey, h.ip, o.webhooks(), h.ip, o.dbPath, w.natsURLs(), balancesEvery,
 		filepath.Join(o.dir, "reports"), name, leaseTTL)
 	if err := os.WriteFile(o.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
