@@ -40,7 +40,9 @@
 // node), and the instances' SQLite files. It counts acknowledged writes
 // with no event or no row (lost), events that are on the stream more than
 // once (duplicated), calls of the leader-only jobs made by an instance
-// whose last lease write was older than 9/10 of lease_ttl (unleased), and
+// whose last lease write was older than 9/10 of lease_ttl (unleased; a run
+// whose faults left no leader-only call waits, bounded, for the healed
+// leader's first one, so that the check always has a call to judge), and
 // instances that say they are ready at the same applied sequence with
 // different digests (silent divergence). An instance that refuses, and
 // says why (readyz 503, an error in GET /v1/cluster, exit 1), is a correct
