@@ -179,6 +179,7 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 	var notes []string
 	var ld *load
 	var since time.Time
+	var w *world
 	defer func() {
 		refused := "none"
 		if len(r.refused) > 0 {
@@ -203,11 +204,20 @@ func runOnce(t *testing.T, l *lab, n int, seed uint64, kind int, s settings) (r 
 			fmt.Printf("    +%5.1fs %s for %s (webhooks answered meanwhile: %d ok, %d not)\n",
 				st.from.Sub(since).Seconds(), st.what, st.to.Sub(st.from).Round(time.Millisecond), ok, notOK)
 		}
+		if status != "ok" && w != nil {
+			// What CI keeps of a failed run is this output: each
+			// instance's last leadership changes and errors.
+			for _, o := range w.ods {
+				for _, line := range leadershipTrail(o.logPath, 12) {
+					fmt.Printf("    %s| %s\n", o.name, line)
+				}
+			}
+		}
 	}()
 	if err := l.heal(); err != nil {
 		t.Fatalf("heal before the run: %v", err)
 	}
-	w := newWorld(t, l, seed)
+	w = newWorld(t, l, seed)
 	if dir := os.Getenv("CHAOS_LOGS"); dir != "" {
 		// Registered after the world's own cleanups, so it runs before
 		// them: the logs are copied before the temporary directory goes.
@@ -557,6 +567,24 @@ func refusal(o *instance) string {
 		why += "; cluster error: " + v.Error
 	}
 	return why
+}
+
+// leadershipTrail is the last n lines of an instance's log that say it
+// became leader or stepped down, or that are warnings or errors,
+// shortened: what a failed run's reader needs first.
+func leadershipTrail(path string, n int) []string {
+	var out []string
+	for _, s := range strings.Split(tail(path, 5000), "\n") {
+		if !strings.Contains(s, `"msg":"became leader"`) && !strings.Contains(s, `"msg":"stepped down as leader"`) &&
+			!strings.Contains(s, `"level":"warn"`) && !strings.Contains(s, `"level":"error"`) {
+			continue
+		}
+		if len(s) > 240 {
+			s = s[:240] + "…"
+		}
+		out = append(out, s)
+	}
+	return out[max(0, len(out)-n):]
 }
 
 // lastError is the last log line of level error, shortened.

@@ -60,7 +60,9 @@
 // the seed (each run prints its own, which repeats that run's schedule as
 // CHAOS_SEED of a one-run suite with the same CHAOS_FAULTS), CHAOS_FAULTS
 // limits the kinds (comma-separated names, or mixed), CHAOS_LOGS names a
-// directory that keeps every run's process logs, and CHAOS_ORDERD and
+// directory that keeps every run's process logs (without it, a failed run
+// prints each instance's last leadership changes, warnings and errors
+// under its line), and CHAOS_ORDERD and
 // CHAOS_NATS_SERVER name binaries to run instead of building them. The last line it prints
 // is the summary:
 //

@@ -3,6 +3,9 @@
 package chaos_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +51,36 @@ func TestCheckLease_Verdicts(t *testing.T) {
 	}
 	if v.moves != 1 {
 		t.Errorf("lease moves %d; want 1", v.moves)
+	}
+}
+
+// TestLeadershipTrail checks what a failed run prints of an instance's
+// log: leadership changes, warnings and errors, the last n of them, each
+// shortened.
+func TestLeadershipTrail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.log")
+	lines := []string{
+		`{"level":"info","msg":"became leader","term":1}`,
+		`{"level":"info","msg":"webhook","status":200}`,
+		`{"level":"warn","msg":"stepped down as leader","reason":"lease taken by another instance"}`,
+		`{"level":"info","msg":"reconcile run finished"}`,
+		`{"level":"error","msg":"relay stopped","err":"` + strings.Repeat("x", 300) + `"}`,
+		`{"level":"info","msg":"became leader","term":2}`,
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := leadershipTrail(path, 3)
+	if len(got) != 3 {
+		t.Fatalf("trail = %q, want the last 3 of 4 matching lines", got)
+	}
+	if !strings.Contains(got[0], "stepped down") || !strings.Contains(got[1], "relay stopped") || !strings.Contains(got[2], `"term":2`) {
+		t.Errorf("trail = %q", got)
+	}
+	if n := len([]rune(got[1])); n != 241 || !strings.HasSuffix(got[1], "…") {
+		t.Errorf("long line kept as %d runes: %q", n, got[1])
+	}
+	if got := leadershipTrail(filepath.Join(t.TempDir(), "none.log"), 3); len(got) != 0 {
+		t.Errorf("missing log: trail = %q", got)
 	}
 }
