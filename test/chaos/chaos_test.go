@@ -570,13 +570,16 @@ func refusal(o *instance) string {
 }
 
 // leadershipTrail is the last n lines of an instance's log that say it
-// became leader or stepped down, or that are warnings or errors,
-// shortened: what a failed run's reader needs first.
+// became leader or stepped down, or that are warnings or errors other
+// than a webhook's answer (the run's line counts those), shortened: what
+// a failed run's reader needs first.
 func leadershipTrail(path string, n int) []string {
 	var out []string
 	for _, s := range strings.Split(tail(path, 5000), "\n") {
-		if !strings.Contains(s, `"msg":"became leader"`) && !strings.Contains(s, `"msg":"stepped down as leader"`) &&
-			!strings.Contains(s, `"level":"warn"`) && !strings.Contains(s, `"level":"error"`) {
+		leadership := strings.Contains(s, `"msg":"became leader"`) || strings.Contains(s, `"msg":"stepped down as leader"`)
+		trouble := (strings.Contains(s, `"level":"warn"`) || strings.Contains(s, `"level":"error"`)) &&
+			!strings.Contains(s, `"msg":"webhook"`)
+		if !leadership && !trouble {
 			continue
 		}
 		if len(s) > 240 {

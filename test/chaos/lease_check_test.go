@@ -55,8 +55,8 @@ func TestCheckLease_Verdicts(t *testing.T) {
 }
 
 // TestLeadershipTrail checks what a failed run prints of an instance's
-// log: leadership changes, warnings and errors, the last n of them, each
-// shortened.
+// log: leadership changes, warnings and errors but not a webhook's answer,
+// the last n of them, each shortened.
 func TestLeadershipTrail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.log")
 	lines := []string{
@@ -64,6 +64,7 @@ func TestLeadershipTrail(t *testing.T) {
 		`{"level":"info","msg":"webhook","status":200}`,
 		`{"level":"warn","msg":"stepped down as leader","reason":"lease taken by another instance"}`,
 		`{"level":"info","msg":"reconcile run finished"}`,
+		`{"level":"warn","msg":"webhook","status":503,"outcome":"overloaded"}`,
 		`{"level":"error","msg":"relay stopped","err":"` + strings.Repeat("x", 300) + `"}`,
 		`{"level":"info","msg":"became leader","term":2}`,
 	}
